@@ -1,0 +1,109 @@
+// The change log of one area: which 64-byte lines were written since it was last
+// cleared. One byte per line plus one summary byte per page of 64 lines, so that
+// writer threads log with plain byte stores (no lost bits, no atomics) and a scan
+// skips clean pages eight at a time. The byte layout is the one dsm_log() in
+// include/dsm/dsm.h writes to directly.
+#ifndef DSM_COHERENCE_CHANGE_LOG_H_
+#define DSM_COHERENCE_CHANGE_LOG_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+
+#include "coherence/constants.h"
+
+namespace dsm {
+
+class ChangeLog {
+ public:
+  // A log for an area of `area_bytes` bytes (a partial last line counts as a line).
+  explicit ChangeLog(size_t area_bytes);
+
+  ChangeLog(const ChangeLog&) = delete;
+  ChangeLog& operator=(const ChangeLog&) = delete;
+
+  size_t lines() const { return lines_; }
+  size_t pages() const { return pages_; }
+
+  // Marks lines [first, first + count). Lines past the end are ignored.
+  void MarkLines(size_t first, size_t count);
+  // Marks every line touched by the byte range [offset, offset + len). Bytes past
+  // the end of the area are ignored.
+  void MarkBytes(size_t offset, size_t len);
+
+  bool Test(size_t line) const { return line < lines_ && line_bytes_[line] != 0; }
+  bool Empty() const;
+  size_t CountLines() const;
+
+  // this |= other. Both logs must cover the same number of lines. Cost follows
+  // the number of dirty pages in `other`.
+  void Merge(const ChangeLog& other);
+  // Clears every mark. Cost follows the number of dirty pages.
+  void Clear();
+
+  // Calls fn(first_line, count) for each maximal run of marked lines, in order.
+  template <typename Fn>
+  void ForEachRun(Fn&& fn) const;
+
+  // Raw bytes for dsm_log()'s inline fast path.
+  uint8_t* line_bytes() { return line_bytes_.get(); }
+  uint8_t* page_bytes() { return page_bytes_.get(); }
+
+ private:
+  // Index of the first marked page at or after `page`, or pages_ if none.
+  size_t NextDirtyPage(size_t page) const;
+
+  size_t area_bytes_;
+  size_t lines_;
+  size_t pages_;
+  std::unique_ptr<uint8_t[]> line_bytes_;  // pages_ * kLinesPerPage, zero padded
+  std::unique_ptr<uint8_t[]> page_bytes_;  // pages_ rounded up to 8, zero padded
+};
+
+template <typename Fn>
+void ChangeLog::ForEachRun(Fn&& fn) const {
+  size_t run_first = 0;
+  size_t run_count = 0;
+  for (size_t page = NextDirtyPage(0); page < pages_; page = NextDirtyPage(page + 1)) {
+    const uint8_t* bytes = line_bytes_.get() + page * kLinesPerPage;
+    const size_t base = page * kLinesPerPage;
+    for (size_t word = 0; word < kLinesPerPage / 8; ++word) {
+      uint64_t w;
+      std::memcpy(&w, bytes + word * 8, 8);
+      if (w == 0) {
+        if (run_count) {
+          fn(run_first, run_count);
+          run_count = 0;
+        }
+        continue;
+      }
+      for (size_t i = 0; i < 8; ++i) {
+        const size_t line = base + word * 8 + i;
+        if ((w >> (i * 8)) & 0xff) {
+          if (run_count && run_first + run_count == line) {
+            ++run_count;
+          } else {
+            if (run_count) fn(run_first, run_count);
+            run_first = line;
+            run_count = 1;
+          }
+        } else if (run_count) {
+          fn(run_first, run_count);
+          run_count = 0;
+        }
+      }
+    }
+    // A run ending exactly at a page's last line may continue into the next page;
+    // if the next page is clean, close it now.
+    if (run_count && (page + 1 >= pages_ || page_bytes_[page + 1] == 0)) {
+      fn(run_first, run_count);
+      run_count = 0;
+    }
+  }
+  if (run_count) fn(run_first, run_count);
+}
+
+}  // namespace dsm
+
+#endif  // DSM_COHERENCE_CHANGE_LOG_H_

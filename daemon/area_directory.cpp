@@ -1,0 +1,253 @@
+#include "daemon/area_directory.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "coherence/version_publisher.h"
+#include "dsm/dsm.h"
+
+namespace dsm {
+
+namespace {
+
+uint64_t RoundUp(uint64_t n, uint64_t to) { return (n + to - 1) / to * to; }
+
+bool ValidName(const char* name, std::string* why) {
+  const size_t len = strnlen(name, kMaxNameBytes);
+  if (len == 0) {
+    *why = "area name is empty";
+    return false;
+  }
+  if (len >= kMaxNameBytes) {
+    *why = fmt::format("area name is longer than {} bytes", kMaxNameBytes - 1);
+    return false;
+  }
+  for (size_t i = 0; i < len; ++i) {
+    const unsigned char c = static_cast<unsigned char>(name[i]);
+    if (c <= ' ' || c >= 0x7f) {
+      *why = "area names use printable ASCII without spaces";
+      return false;
+    }
+  }
+  return true;
+}
+
+DirectoryResult Error(int status, std::string message) {
+  DirectoryResult r;
+  r.status = status;
+  r.message = std::move(message);
+  return r;
+}
+
+}  // namespace
+
+AreaDirectory::AreaDirectory(ControlSegment* segment, const Backing& backing)
+    : segment_(segment),
+      backing_(backing),
+      address_alloc_(segment->header.slice_bytes),
+      backing_alloc_(backing.bytes) {}
+
+DirectoryResult AreaDirectory::Alloc(const Client& client, const Request& req, uint64_t now_ns) {
+  std::string why;
+  if (!ValidName(req.name, &why)) return Error(DSM_ERR_INVALID, why);
+  const std::string name(req.name);
+  if (req.size == 0) return Error(DSM_ERR_INVALID, "area size is 0");
+  const uint32_t buffers = req.reader_buffers == 0 ? kDefaultReaderBuffers : req.reader_buffers;
+  if (buffers < 2 || buffers > kMaxReaderBuffers) {
+    return Error(DSM_ERR_INVALID,
+                 fmt::format("reader_buffers must be 2..{}, got {}", kMaxReaderBuffers, buffers));
+  }
+  const uint64_t page = backing_.page_bytes;
+  const uint64_t copies = 1 + buffers;
+  if (req.size > backing_.bytes / copies) {
+    return Error(DSM_ERR_NO_SPACE,
+                 fmt::format("area of {} bytes cannot fit: it needs {} copies and the host's "
+                             "backing holds {} bytes (dsmd --region-size)",
+                             req.size, copies, backing_.bytes));
+  }
+  if (auto it = by_name_.find(name); it != by_name_.end()) {
+    AreaControl& old = area(it->second);
+    if (old.state.load() == static_cast<uint32_t>(AreaState::kLive)) {
+      return Error(DSM_ERR_EXISTS, fmt::format("area '{}' already exists (writer pid {})", name,
+                                               old.writer_pid));
+    }
+    Unname(it->second);  // the writer is gone: a restarted writer may take the name
+  }
+  uint32_t index = kMaxAreas;
+  for (uint32_t i = 0; i < kMaxAreas; ++i) {
+    if (area(i).state.load() == static_cast<uint32_t>(AreaState::kFree)) {
+      index = i;
+      break;
+    }
+  }
+  if (index == kMaxAreas) {
+    return Error(DSM_ERR_NO_SPACE, fmt::format("the host has {} areas, the maximum", kMaxAreas));
+  }
+  const uint64_t mapped = RoundUp(req.size, page);
+  const auto addr_off = address_alloc_.Allocate(mapped, page);
+  if (!addr_off) {
+    return Error(DSM_ERR_NO_SPACE,
+                 fmt::format("this host's address slice is full: {} bytes asked, largest free "
+                             "range {} bytes",
+                             mapped, address_alloc_.largest_free()));
+  }
+  const auto back_off = backing_alloc_.Allocate(mapped * copies, page);
+  if (!back_off) {
+    address_alloc_.Release(*addr_off, mapped);
+    return Error(DSM_ERR_NO_SPACE,
+                 fmt::format("the host's backing memory is full: area '{}' needs {} bytes ({} "
+                             "copies), {} of {} bytes free (raise dsmd --region-size)",
+                             name, mapped * copies, copies, backing_alloc_.free_bytes(),
+                             backing_alloc_.capacity()));
+  }
+  const ControlHeader& hdr = segment_->header;
+  AreaControl& a = area(index);
+  a.generation += 1;
+  std::memset(a.name, 0, sizeof(a.name));
+  std::memcpy(a.name, name.data(), name.size());
+  a.addr = hdr.slice_base + *addr_off;
+  a.size = req.size;
+  a.mapped_size = mapped;
+  a.writer_pid = client.pid;
+  a.writer_client = client.id;
+  a.owner_host = hdr.host_id;
+  a.buffer_count = buffers;
+  a.sync_interval_ns = req.sync_interval_us != 0 ? uint64_t{req.sync_interval_us} * 1000
+                                                 : hdr.default_sync_interval_ns;
+  a.staleness_bound_ns = req.staleness_bound_ms != 0 ? uint64_t{req.staleness_bound_ms} * 1000000
+                                                     : hdr.default_staleness_bound_ns;
+  a.writer_offset = *back_off;
+  for (uint32_t b = 0; b < kMaxReaderBuffers; ++b) {
+    a.buffer_offset[b] = b < buffers ? *back_off + (1 + b) * mapped : 0;
+    a.buffer_version[b].store(0);
+    a.buffer_published_ns[b].store(now_ns);
+  }
+  a.latest.store(PackLatest(0, 0));
+  a.confirmed_ns.store(now_ns);
+  a.publishes.store(0);
+  a.publishes_deferred.store(0);
+  a.bytes_published.store(0);
+  a.publish_ns_total.store(0);
+  a.publish_ns_max.store(0);
+  for (uint32_t s = 0; s < kMaxReadersPerArea; ++s) {
+    a.reader_pin[s].store(kNoPins);
+    a.reader_client[s].store(0);
+  }
+  a.state.store(static_cast<uint32_t>(AreaState::kLive), std::memory_order_release);
+  by_name_[name] = index;
+  DirectoryResult r;
+  r.area_index = index;
+  r.area_generation = a.generation;
+  return r;
+}
+
+DirectoryResult AreaDirectory::Attach(const Client& client, const Request& req) {
+  std::string why;
+  if (!ValidName(req.name, &why)) return Error(DSM_ERR_INVALID, why);
+  auto it = by_name_.find(req.name);
+  if (it == by_name_.end()) {
+    return Error(DSM_ERR_NOT_FOUND, fmt::format("no area named '{}' on this host", req.name));
+  }
+  AreaControl& a = area(it->second);
+  if (a.writer_client == client.id &&
+      a.state.load() == static_cast<uint32_t>(AreaState::kLive)) {
+    return Error(DSM_ERR_INVALID,
+                 fmt::format("this process is the writer of '{}' and already maps it", req.name));
+  }
+  for (uint32_t s = 0; s < kMaxReadersPerArea; ++s) {
+    if (a.reader_client[s].load() == client.id) {
+      return Error(DSM_ERR_EXISTS, fmt::format("this process already attached '{}'", req.name));
+    }
+  }
+  for (uint32_t s = 0; s < kMaxReadersPerArea; ++s) {
+    if (a.reader_client[s].load() == 0) {
+      a.reader_pin[s].store(kNoPins);
+      a.reader_client[s].store(client.id);
+      DirectoryResult r;
+      r.area_index = it->second;
+      r.area_generation = a.generation;
+      r.reader_slot = s;
+      return r;
+    }
+  }
+  return Error(DSM_ERR_NO_SPACE, fmt::format("area '{}' has {} readers on this host, the maximum",
+                                             req.name, kMaxReadersPerArea));
+}
+
+DirectoryResult AreaDirectory::Free(const Client& client, const Request& req) {
+  if (req.area_index >= kMaxAreas) return Error(DSM_ERR_INVALID, "no such area");
+  AreaControl& a = area(req.area_index);
+  if (a.generation != req.area_generation ||
+      a.state.load() == static_cast<uint32_t>(AreaState::kFree)) {
+    return Error(DSM_ERR_INVALID, "the area was already freed");
+  }
+  if (a.writer_client == client.id && a.state.load() == static_cast<uint32_t>(AreaState::kLive)) {
+    Unname(req.area_index);
+    a.state.store(static_cast<uint32_t>(AreaState::kFreed));
+    ReleaseBackingMemory(backing_, a.writer_offset, a.mapped_size);
+    ReleaseIfUnused(req.area_index);
+    return {};
+  }
+  for (uint32_t s = 0; s < kMaxReadersPerArea; ++s) {
+    if (a.reader_client[s].load() == client.id) {
+      a.reader_pin[s].store(kNoPins);
+      a.reader_client[s].store(0);
+      ReleaseIfUnused(req.area_index);
+      return {};
+    }
+  }
+  return Error(DSM_ERR_INVALID, "this process neither writes nor reads that area");
+}
+
+void AreaDirectory::ClientGone(const Client& client) {
+  for (uint32_t i = 0; i < kMaxAreas; ++i) {
+    AreaControl& a = area(i);
+    const auto state = static_cast<AreaState>(a.state.load());
+    if (state == AreaState::kFree) continue;
+    for (uint32_t s = 0; s < kMaxReadersPerArea; ++s) {
+      if (a.reader_client[s].load() == client.id) {
+        a.reader_pin[s].store(kNoPins);
+        a.reader_client[s].store(0);
+      }
+    }
+    if (state == AreaState::kLive && a.writer_client == client.id) {
+      // Readers keep the last complete version; the writer copy is no longer needed.
+      a.state.store(static_cast<uint32_t>(AreaState::kSealed));
+      ReleaseBackingMemory(backing_, a.writer_offset, a.mapped_size);
+      continue;  // a sealed area stays attachable by name
+    }
+    ReleaseIfUnused(i);
+  }
+}
+
+bool AreaDirectory::HasReaders(const AreaControl& a) const {
+  return std::any_of(std::begin(a.reader_client), std::end(a.reader_client),
+                     [](const std::atomic<uint32_t>& c) { return c.load() != 0; });
+}
+
+void AreaDirectory::ReleaseIfUnused(uint32_t index) {
+  AreaControl& a = area(index);
+  if (a.state.load() == static_cast<uint32_t>(AreaState::kFreed) && !HasReaders(a)) Release(index);
+}
+
+void AreaDirectory::Unname(uint32_t index) {
+  AreaControl& a = area(index);
+  by_name_.erase(a.name);
+  if (a.state.load() == static_cast<uint32_t>(AreaState::kSealed)) {
+    a.state.store(static_cast<uint32_t>(AreaState::kFreed));
+    ReleaseIfUnused(index);
+  }
+}
+
+void AreaDirectory::Release(uint32_t index) {
+  AreaControl& a = area(index);
+  const uint64_t copies = 1 + a.buffer_count;
+  ReleaseBackingMemory(backing_, a.writer_offset, a.mapped_size * copies);
+  backing_alloc_.Release(a.writer_offset, a.mapped_size * copies);
+  address_alloc_.Release(a.addr - segment_->header.slice_base, a.mapped_size);
+  a.state.store(static_cast<uint32_t>(AreaState::kFree));
+}
+
+}  // namespace dsm

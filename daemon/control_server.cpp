@@ -1,0 +1,275 @@
+#include "daemon/control_server.h"
+
+#include <signal.h>
+#include <spdlog/spdlog.h>
+#include <sys/epoll.h>
+#include <sys/mman.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/timerfd.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <new>
+
+#include "libdsm/clock.h"
+#include "libdsm/control_protocol.h"
+#include "libdsm/socket_io.h"
+
+namespace dsm {
+
+namespace {
+
+std::string Errno(const char* what) { return std::string(what) + ": " + std::strerror(errno); }
+
+void FillReply(Reply* r, const DirectoryResult& res, uint32_t client_id) {
+  std::memset(r, 0, sizeof(*r));
+  r->magic = kProtocolMagic;
+  r->type = NoticeType::kReply;
+  r->status = res.status;
+  r->client_id = client_id;
+  r->area_index = res.area_index;
+  r->area_generation = res.area_generation;
+  r->reader_slot = res.reader_slot;
+  std::snprintf(r->message, sizeof(r->message), "%s", res.message.c_str());
+}
+
+}  // namespace
+
+ControlServer::ControlServer(const DaemonConfig& config) : config_(config) {}
+
+ControlServer::~ControlServer() {
+  for (auto& [fd, conn] : connections_) close(fd);
+  if (listen_fd_ >= 0) {
+    close(listen_fd_);
+    unlink(config_.socket_path.c_str());
+  }
+  for (int fd : {epoll_fd_, signal_fd_, timer_fd_, control_fd_, backing_.fd}) {
+    if (fd >= 0) close(fd);
+  }
+  if (segment_) munmap(segment_, sizeof(ControlSegment));
+}
+
+bool ControlServer::Start(std::string* error) {
+  if (config_.host_id >= kMaxHosts) {
+    *error = "--host-id must be below " + std::to_string(kMaxHosts);
+    return false;
+  }
+  backing_ = CreateBacking(config_.backing, config_.region_bytes, config_.hugetlbfs_dir, error);
+  if (backing_.fd < 0) return false;
+  spdlog::info("backing: {} bytes of {}", backing_.bytes, backing_.description);
+  if (!CreateControlSegment(error)) return false;
+  directory_ = std::make_unique<AreaDirectory>(segment_, backing_);
+
+  sigset_t mask;
+  sigemptyset(&mask);
+  sigaddset(&mask, SIGTERM);
+  sigaddset(&mask, SIGINT);
+  sigprocmask(SIG_BLOCK, &mask, nullptr);
+  signal_fd_ = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+  timer_fd_ = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+  epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
+  if (signal_fd_ < 0 || timer_fd_ < 0 || epoll_fd_ < 0) {
+    *error = Errno("cannot create event descriptors");
+    return false;
+  }
+  itimerspec period{};
+  period.it_interval.tv_sec = config_.tick_ms / 1000;
+  period.it_interval.tv_nsec = static_cast<long>(config_.tick_ms % 1000) * 1000000;
+  period.it_value = period.it_interval;
+  timerfd_settime(timer_fd_, 0, &period, nullptr);
+  if (!Listen(error)) return false;
+  for (int fd : {listen_fd_, signal_fd_, timer_fd_}) {
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.fd = fd;
+    epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev);
+  }
+  return true;
+}
+
+bool ControlServer::CreateControlSegment(std::string* error) {
+  control_fd_ = memfd_create("dsmd-control", MFD_CLOEXEC);
+  if (control_fd_ < 0 || ftruncate(control_fd_, sizeof(ControlSegment)) != 0) {
+    *error = Errno("cannot create the control segment");
+    return false;
+  }
+  void* p = mmap(nullptr, sizeof(ControlSegment), PROT_READ | PROT_WRITE, MAP_SHARED, control_fd_, 0);
+  if (p == MAP_FAILED) {
+    *error = Errno("cannot map the control segment");
+    return false;
+  }
+  // The memfd is zero-filled, which is every area's kFree state; construct in place.
+  segment_ = new (p) ControlSegment;
+  ControlHeader& h = segment_->header;
+  h.magic = kControlMagic;
+  h.layout_version = kLayoutVersion;
+  h.host_id = config_.host_id;
+  h.region_base = kRegionBase;
+  h.region_bytes = kRegionBytes;
+  h.slice_base = kRegionBase + uint64_t{config_.host_id} * kHostSliceBytes;
+  h.slice_bytes = kHostSliceBytes;
+  h.backing_bytes = backing_.bytes;
+  h.backing_page_bytes = backing_.page_bytes;
+  h.backing_kind = backing_.kind;
+  h.daemon_pid = getpid();
+  h.default_sync_interval_ns = uint64_t{config_.sync_interval_us} * 1000;
+  h.default_staleness_bound_ns = uint64_t{config_.staleness_bound_ms} * 1000000;
+  h.daemon_alive.store(1);
+  return true;
+}
+
+bool ControlServer::Listen(std::string* error) {
+  const std::filesystem::path path(config_.socket_path);
+  std::error_code ec;
+  if (path.has_parent_path()) std::filesystem::create_directories(path.parent_path(), ec);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  if (config_.socket_path.size() >= sizeof(addr.sun_path)) {
+    *error = "socket path too long (max " + std::to_string(sizeof(addr.sun_path) - 1) + "): " +
+             config_.socket_path;
+    return false;
+  }
+  std::memcpy(addr.sun_path, config_.socket_path.c_str(), config_.socket_path.size());
+  listen_fd_ = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  // The instance lock is held, so a socket file here is a dead daemon's leftover.
+  unlink(config_.socket_path.c_str());
+  if (listen_fd_ < 0 || bind(listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
+      listen(listen_fd_, 64) != 0) {
+    *error = Errno(("cannot listen on " + config_.socket_path).c_str());
+    return false;
+  }
+  chmod(config_.socket_path.c_str(), 0666);
+  return true;
+}
+
+int ControlServer::Run() {
+  spdlog::info("dsmd host {} serving {} (pid {})", config_.host_id, config_.socket_path, getpid());
+  epoll_event events[64];
+  for (;;) {
+    const int n = epoll_wait(epoll_fd_, events, 64, -1);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      spdlog::error("epoll_wait: {}", std::strerror(errno));
+      Shutdown();
+      return 1;
+    }
+    for (int i = 0; i < n; ++i) {
+      const int fd = events[i].data.fd;
+      if (fd == signal_fd_) {
+        signalfd_siginfo si{};
+        (void)!read(signal_fd_, &si, sizeof(si));
+        spdlog::info("signal {} received: shutting down", si.ssi_signo);
+        Shutdown();
+        return 0;
+      }
+      if (fd == timer_fd_) {
+        uint64_t expirations;
+        (void)!read(timer_fd_, &expirations, sizeof(expirations));
+        Tick();
+      } else if (fd == listen_fd_) {
+        Accept();
+      } else if (auto it = connections_.find(fd); it != connections_.end()) {
+        if (events[i].events & EPOLLIN) {
+          HandleRequest(it->second);
+        } else {
+          Disconnect(fd);
+        }
+      }
+    }
+  }
+}
+
+void ControlServer::Accept() {
+  for (;;) {
+    const int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+    if (fd < 0) return;
+    ucred cred{};
+    socklen_t len = sizeof(cred);
+    getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len);
+    Connection conn{{next_client_id_++, cred.pid}, fd};
+    if (next_client_id_ == 0) next_client_id_ = 1;  // 0 marks a free reader slot
+    connections_[fd] = conn;
+    epoll_event ev{};
+    ev.events = EPOLLIN | EPOLLRDHUP;
+    ev.data.fd = fd;
+    epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev);
+    spdlog::debug("client {} connected (pid {})", conn.client.id, conn.client.pid);
+  }
+}
+
+void ControlServer::HandleRequest(Connection& conn) {
+  Request req{};
+  int no_fds[1];
+  const long n = RecvMessage(conn.fd, &req, sizeof(req), std::span<int>(no_fds, 0), 0);
+  if (n == 0 || n == -ECONNRESET) {
+    Disconnect(conn.fd);
+    return;
+  }
+  DirectoryResult res;
+  if (n != static_cast<long>(sizeof(req)) || req.magic != kProtocolMagic) {
+    res.status = DSM_ERR_PROTOCOL;
+    res.message = "malformed request";
+  } else if (req.protocol_version != kProtocolVersion) {
+    res.status = DSM_ERR_PROTOCOL;
+    res.message = "client speaks protocol " + std::to_string(req.protocol_version) +
+                  ", dsmd speaks " + std::to_string(kProtocolVersion) + ": rebuild one of them";
+  } else {
+    req.name[kMaxNameBytes - 1] = '\0';
+    switch (req.type) {
+      case RequestType::kHello: {
+        Reply reply;
+        FillReply(&reply, res, conn.client.id);
+        const int fds[2] = {control_fd_, backing_.fd};
+        SendMessage(conn.fd, &reply, sizeof(reply), fds);
+        return;
+      }
+      case RequestType::kAlloc:
+        res = directory_->Alloc(conn.client, req, MonotonicNs());
+        if (res.status == 0) spdlog::info("client {} allocated '{}' ({} bytes)", conn.client.id, req.name, req.size);
+        break;
+      case RequestType::kAttach:
+        res = directory_->Attach(conn.client, req);
+        break;
+      case RequestType::kFree:
+        res = directory_->Free(conn.client, req);
+        break;
+      default:
+        res.status = DSM_ERR_PROTOCOL;
+        res.message = "unknown request type";
+    }
+  }
+  Reply reply;
+  FillReply(&reply, res, conn.client.id);
+  SendMessage(conn.fd, &reply, sizeof(reply));
+}
+
+void ControlServer::Disconnect(int fd) {
+  auto it = connections_.find(fd);
+  if (it == connections_.end()) return;
+  spdlog::debug("client {} (pid {}) left", it->second.client.id, it->second.client.pid);
+  directory_->ClientGone(it->second.client);
+  epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, fd, nullptr);
+  close(fd);
+  connections_.erase(it);
+}
+
+void ControlServer::Tick() {}
+
+void ControlServer::Shutdown() {
+  segment_->header.daemon_alive.store(0);
+  Reply notice{};
+  notice.magic = kProtocolMagic;
+  notice.type = NoticeType::kShutdown;
+  notice.status = DSM_ERR_DAEMON_GONE;
+  std::snprintf(notice.message, sizeof(notice.message), "dsmd host %u is shutting down",
+                config_.host_id);
+  for (auto& [fd, conn] : connections_) SendMessage(fd, &notice, sizeof(notice));
+  spdlog::info("told {} client(s); removing {}", connections_.size(), config_.socket_path);
+}
+
+}  // namespace dsm

@@ -1,0 +1,58 @@
+// dsmd's control plane for local clients: the Unix socket, the control segment,
+// the backing, and the event loop (clients, signals, housekeeping tick). Single
+// threaded: every method runs on the daemon's main thread.
+#ifndef DSM_DAEMON_CONTROL_SERVER_H_
+#define DSM_DAEMON_CONTROL_SERVER_H_
+
+#include <memory>
+#include <string>
+#include <unordered_map>
+
+#include "daemon/area_directory.h"
+#include "daemon/backing.h"
+#include "daemon/daemon_config.h"
+#include "libdsm/shm_layout.h"
+
+namespace dsm {
+
+class ControlServer {
+ public:
+  explicit ControlServer(const DaemonConfig& config);
+  ~ControlServer();
+
+  // Creates backing, control segment and socket. On failure `error` says why and
+  // how to fix it.
+  bool Start(std::string* error);
+  // Serves until SIGTERM/SIGINT. Returns the process exit code.
+  int Run();
+
+ private:
+  struct Connection {
+    Client client;
+    int fd;
+  };
+
+  bool CreateControlSegment(std::string* error);
+  bool Listen(std::string* error);
+  void Accept();
+  void HandleRequest(Connection& conn);
+  void Disconnect(int fd);
+  void Tick();
+  void Shutdown();
+
+  DaemonConfig config_;
+  Backing backing_;
+  int control_fd_ = -1;
+  ControlSegment* segment_ = nullptr;
+  std::unique_ptr<AreaDirectory> directory_;
+  int listen_fd_ = -1;
+  int epoll_fd_ = -1;
+  int signal_fd_ = -1;
+  int timer_fd_ = -1;
+  uint32_t next_client_id_ = 1;
+  std::unordered_map<int, Connection> connections_;  // by socket fd
+};
+
+}  // namespace dsm
+
+#endif  // DSM_DAEMON_CONTROL_SERVER_H_

@@ -1,0 +1,29 @@
+// dsmd's configuration, filled from its command line.
+#ifndef DSM_DAEMON_DAEMON_CONFIG_H_
+#define DSM_DAEMON_DAEMON_CONFIG_H_
+
+#include <cstdint>
+#include <string>
+
+#include "coherence/constants.h"
+#include "daemon/backing.h"
+
+namespace dsm {
+
+struct DaemonConfig {
+  uint32_t host_id = 0;
+  std::string socket_path = DSM_DEFAULT_SOCKET;
+  uint64_t region_bytes = uint64_t{1} << 30;  // backing for all area copies on this host
+  BackingChoice backing = BackingChoice::kAuto;
+  std::string hugetlbfs_dir = "/dev/hugepages";
+  uint32_t sync_interval_us = kDefaultSyncIntervalUs;
+  uint32_t staleness_bound_ms = kDefaultStalenessBoundMs;
+  uint32_t tick_ms = 100;  // housekeeping period of the daemon loop
+  bool background = false;
+  std::string pid_file;
+  std::string log_level = "info";
+};
+
+}  // namespace dsm
+
+#endif  // DSM_DAEMON_DAEMON_CONFIG_H_

@@ -1,0 +1,183 @@
+/* libdsm: user-space distributed shared memory for ML training.
+ *
+ * The C API. Every area of shared memory has exactly one writer: the process
+ * that allocated it with dsm_alloc(). Its stores are made visible to other
+ * processes (which dsm_attach() the area read-only, at the same address) as
+ * complete, numbered versions. A store reaches readers only if it is logged with
+ * dsm_log() (explicit logging). Versions are published at quiescent points:
+ * dsm_service() between steps, or dsm_publish().
+ *
+ * Every call that can fail returns a dsm_code (DSM_OK == 0, errors < 0);
+ * dsm_strerror() names the code and dsm_last_error() gives a message for the
+ * calling thread's last failure. Nothing in this library aborts the caller.
+ */
+#ifndef DSM_DSM_H_
+#define DSM_DSM_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Status codes. */
+typedef enum dsm_code {
+  DSM_OK = 0,
+  DSM_ERR_INVALID = -1,       /* bad argument or wrong use of the API */
+  DSM_ERR_NO_DAEMON = -2,     /* no dsmd answers on the socket */
+  DSM_ERR_EXISTS = -3,        /* an area with that name already exists */
+  DSM_ERR_NOT_FOUND = -4,     /* no such area */
+  DSM_ERR_NO_SPACE = -5,      /* the host's region or backing memory is full */
+  DSM_ERR_TIMEOUT = -6,       /* the wait ended before the condition held */
+  DSM_ERR_BUSY = -7,          /* could not sync now (readers still hold buffers); retried later */
+  DSM_ERR_NOT_INIT = -8,      /* dsm_init() has not been called */
+  DSM_ERR_ADDRESS = -9,       /* the fixed region address is taken in this process */
+  DSM_ERR_SYSTEM = -10,       /* a system call failed (message has errno text) */
+  DSM_ERR_PROTOCOL = -11,     /* the daemon speaks another protocol version */
+  DSM_ERR_DAEMON_GONE = -12,  /* the daemon stopped; shared data stays readable */
+  DSM_ERR_NOT_OWNER = -13,    /* the caller is not the area's writer */
+} dsm_code;
+
+/* Short text for a status code. Never NULL. */
+const char *dsm_strerror(int status);
+
+/* Detailed message for the calling thread's most recent failed call. */
+const char *dsm_last_error(void);
+
+/* ---- Session ------------------------------------------------------------- */
+
+typedef struct dsm_init_opts {
+  /* Unix socket of the host's dsmd. NULL: $DSM_SOCKET, else DSM_DEFAULT_SOCKET. */
+  const char *socket_path;
+  /* How long to wait for the daemon's answers; 0 means 2000 ms. */
+  uint32_t connect_timeout_ms;
+} dsm_init_opts;
+
+#define DSM_DEFAULT_SOCKET "/run/dsm/dsmd.sock"
+
+/* Connects this process to the local dsmd and reserves the shared region at its
+ * fixed address. opts may be NULL. Call once per process. */
+int dsm_init(const dsm_init_opts *opts);
+
+/* Publishes what is pending, detaches everything and disconnects. Areas this
+ * process wrote stay readable by others at their last version (reported as
+ * writer-gone). Pointers into areas become invalid in this process. */
+int dsm_fini(void);
+
+/* ---- Areas --------------------------------------------------------------- */
+
+typedef struct dsm_alloc_opts {
+  uint32_t sync_interval_us;   /* 0: the daemon's default (1000 us) */
+  uint32_t staleness_bound_ms; /* 0: the daemon's default */
+  uint32_t reader_buffers;     /* reader copies per host, 2..4; 0: 2 */
+} dsm_alloc_opts;
+
+/* Allocates a new area named `name` of `size` bytes (rounded up to pages). The
+ * caller becomes its single writer; *out receives a read-write pointer at the
+ * area's fixed address, valid in every process. opts may be NULL. */
+int dsm_alloc(const char *name, size_t size, const dsm_alloc_opts *opts, void **out);
+
+/* Attaches the area named `name` read-only at the same address it has in the
+ * writer. Waits up to timeout_ms for the area to appear. *out_size may be NULL. */
+int dsm_attach(const char *name, uint32_t timeout_ms, const void **out, size_t *out_size);
+
+/* Releases an area: the writer frees it (readers keep their last version until
+ * they detach), a reader detaches. `area` is the pointer dsm_alloc/attach gave. */
+int dsm_free(const void *area);
+
+/* ---- Sync ---------------------------------------------------------------- */
+
+/* The quiescent point. Call it between steps, from every thread that touches
+ * areas, when no reference into an area is held across the call. Here this
+ * process publishes the areas it writes whose sync interval has elapsed and moves
+ * its replicas to the newest complete versions. Cheap when nothing is due. */
+int dsm_service(void);
+
+/* Publishes area `area` now, as one new version (if anything was logged). The
+ * caller must be at a quiescent point, as for dsm_service(). Returns
+ * DSM_ERR_BUSY if local readers still hold every spare buffer; the changes stay
+ * logged and go out at the next chance. */
+int dsm_publish(const void *area);
+
+/* A thread that will not touch areas for a while marks itself offline so that
+ * syncs do not wait for it; dsm_thread_online() before touching areas again. */
+int dsm_thread_offline(void);
+int dsm_thread_online(void);
+
+/* ---- Versions and staleness ---------------------------------------------- */
+
+typedef struct dsm_area_status {
+  uint64_t version;          /* version this process sees (writer: last published) */
+  uint64_t latest_version;   /* newest complete version on this host */
+  uint64_t staleness_ns;     /* how long what this process sees may lag the writer */
+  uint64_t staleness_bound_ns;
+  uint64_t size;             /* bytes */
+  int32_t writer_pid;        /* writer's pid on the writer's host */
+  uint8_t is_writer;         /* this process is the area's writer */
+  uint8_t writer_alive;      /* the writer process is still running */
+  uint8_t stale;             /* staleness_ns > bound, or the writer is gone */
+  uint8_t freed;             /* the writer freed the area; this is its last version */
+  uint64_t publishes_deferred; /* publishes postponed because readers held buffers */
+} dsm_area_status;
+
+/* Version this process sees of `area` (0 before the first publish). */
+uint64_t dsm_version(const void *area);
+
+/* Fills *st with the area's version and staleness as seen by this process. */
+int dsm_status(const void *area, dsm_area_status *st);
+
+/* Blocks until this process sees version >= v of `area` (moving its replica
+ * forward as versions arrive) or timeout_ms passes (DSM_ERR_TIMEOUT). A thread
+ * waiting here counts as quiescent. */
+int dsm_wait_version(const void *area, uint64_t v, uint32_t timeout_ms);
+
+/* ---- Write logging ------------------------------------------------------- */
+
+/* Lines are 64 bytes. The log keeps one byte per line plus one byte per page of
+ * lines: plain byte stores, so writer threads log concurrently without atomics. */
+#define DSM_LINE_SHIFT 6
+#define DSM_LINES_PER_PAGE_SHIFT 6
+
+/* Per-thread cache of the last area logged to, so dsm_log() is a few stores. */
+typedef struct dsm_log_cache {
+  uintptr_t base;      /* area address */
+  uintptr_t size;      /* area bytes; 0 = empty cache */
+  uint8_t *lines;      /* one byte per 64-byte line */
+  uint8_t *pages;      /* one byte per 64 lines */
+  uint64_t generation; /* areas_generation when filled */
+} dsm_log_cache;
+
+#ifdef __cplusplus
+extern thread_local dsm_log_cache dsm__tls_log_cache __attribute__((tls_model("initial-exec")));
+#else
+extern _Thread_local dsm_log_cache dsm__tls_log_cache __attribute__((tls_model("initial-exec")));
+#endif
+extern volatile uint64_t dsm__areas_generation;
+
+int dsm__log_slow(const void *ptr, size_t len);
+
+/* Records that [ptr, ptr+len) was written, so it is part of the next version.
+ * Only the writer of an area may log; other pointers get DSM_ERR_INVALID. */
+static inline int dsm_log(const void *ptr, size_t len) {
+  dsm_log_cache *c = &dsm__tls_log_cache;
+  uintptr_t off = (uintptr_t)ptr - c->base;
+  if (__builtin_expect(off < c->size && len - 1 < c->size - off &&
+                           c->generation == dsm__areas_generation,
+                       1)) {
+    uintptr_t first = off >> DSM_LINE_SHIFT;
+    uintptr_t last = (off + len - 1) >> DSM_LINE_SHIFT;
+    if (__builtin_expect(first == last, 1)) {
+      c->lines[first] = 1;
+      c->pages[first >> DSM_LINES_PER_PAGE_SHIFT] = 1;
+      return DSM_OK;
+    }
+  }
+  return dsm__log_slow(ptr, len);
+}
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* DSM_DSM_H_ */

@@ -1,0 +1,101 @@
+// The C API: argument checks and the process's one ClientSession.
+#include <atomic>
+#include <memory>
+#include <mutex>
+
+#include "dsm/dsm.h"
+#include "libdsm/errors.h"
+#include "libdsm/quiescence_gate.h"
+#include "libdsm/session.h"
+
+namespace {
+
+std::mutex g_init_mu;
+std::unique_ptr<dsm::ClientSession> g_session_owner;
+std::atomic<dsm::ClientSession*> g_session{nullptr};
+
+dsm::ClientSession* Current() { return g_session.load(std::memory_order_acquire); }
+
+int NotInit(const char* fn) {
+  return dsm::Fail(DSM_ERR_NOT_INIT, "{}: call dsm_init() first", fn);
+}
+
+}  // namespace
+
+extern "C" {
+
+int dsm_init(const dsm_init_opts* opts) {
+  std::lock_guard lock(g_init_mu);
+  if (g_session_owner) return dsm::Fail(DSM_ERR_INVALID, "dsm_init: already initialized in this process");
+  std::unique_ptr<dsm::ClientSession> s;
+  if (int rc = dsm::ClientSession::Open(opts, &s); rc != DSM_OK) return rc;
+  g_session_owner = std::move(s);
+  g_session.store(g_session_owner.get(), std::memory_order_release);
+  return DSM_OK;
+}
+
+int dsm_fini(void) {
+  std::lock_guard lock(g_init_mu);
+  if (!g_session_owner) return NotInit("dsm_fini");
+  g_session_owner->PublishAll();
+  g_session.store(nullptr, std::memory_order_release);
+  g_session_owner.reset();
+  return DSM_OK;
+}
+
+int dsm_alloc(const char* name, size_t size, const dsm_alloc_opts* opts, void** out) {
+  dsm::ClientSession* s = Current();
+  return s ? s->Alloc(name, size, opts, out) : NotInit("dsm_alloc");
+}
+
+int dsm_attach(const char* name, uint32_t timeout_ms, const void** out, size_t* out_size) {
+  dsm::ClientSession* s = Current();
+  return s ? s->Attach(name, timeout_ms, out, out_size) : NotInit("dsm_attach");
+}
+
+int dsm_free(const void* area) {
+  dsm::ClientSession* s = Current();
+  return s ? s->Free(area) : NotInit("dsm_free");
+}
+
+int dsm_service(void) {
+  dsm::ClientSession* s = Current();
+  return s ? s->Service() : NotInit("dsm_service");
+}
+
+int dsm_publish(const void* area) {
+  dsm::ClientSession* s = Current();
+  return s ? s->Publish(area) : NotInit("dsm_publish");
+}
+
+int dsm_thread_offline(void) {
+  dsm::QuiescenceGate::Instance().Offline();
+  return DSM_OK;
+}
+
+int dsm_thread_online(void) {
+  dsm::QuiescenceGate::Instance().Online();
+  return DSM_OK;
+}
+
+uint64_t dsm_version(const void* area) {
+  dsm::ClientSession* s = Current();
+  return s ? s->Version(area) : 0;
+}
+
+int dsm_status(const void* area, dsm_area_status* st) {
+  dsm::ClientSession* s = Current();
+  return s ? s->Status(area, st) : NotInit("dsm_status");
+}
+
+int dsm_wait_version(const void* area, uint64_t v, uint32_t timeout_ms) {
+  dsm::ClientSession* s = Current();
+  return s ? s->WaitVersion(area, v, timeout_ms) : NotInit("dsm_wait_version");
+}
+
+int dsm__log_slow(const void* ptr, size_t len) {
+  dsm::ClientSession* s = Current();
+  return s ? s->LogSlow(ptr, len) : NotInit("dsm_log");
+}
+
+}  // extern "C"

@@ -1,0 +1,73 @@
+#include "libdsm/control_client.h"
+
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "dsm/dsm.h"
+#include "libdsm/errors.h"
+#include "libdsm/socket_io.h"
+
+namespace dsm {
+
+ControlClient::~ControlClient() {
+  if (fd_ >= 0) close(fd_);
+}
+
+int ControlClient::Connect(const std::string& path, int timeout_ms) {
+  path_ = path;
+  timeout_ms_ = timeout_ms;
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  if (path.empty() || path.size() >= sizeof(addr.sun_path)) {
+    return Fail(DSM_ERR_INVALID, "socket path '{}' is empty or too long", path);
+  }
+  std::memcpy(addr.sun_path, path.c_str(), path.size());
+  fd_ = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+  if (fd_ < 0) return Fail(DSM_ERR_SYSTEM, "socket: {}", strerror(errno));
+  if (connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    const int err = errno;
+    close(fd_);
+    fd_ = -1;
+    return Fail(DSM_ERR_NO_DAEMON,
+                "no dsmd answers at {} ({}). Start one with `dsmd --background --socket {}` "
+                "(scripts/run-local.sh does it for you), or point DSM_SOCKET at a running one",
+                path, strerror(err), path);
+  }
+  return DSM_OK;
+}
+
+int ControlClient::Call(Request req, Reply* reply, std::span<int> fds) {
+  std::lock_guard lock(mu_);
+  if (gone_ || fd_ < 0) return Fail(DSM_ERR_DAEMON_GONE, "dsmd at {} has stopped", path_);
+  req.magic = kProtocolMagic;
+  req.protocol_version = kProtocolVersion;
+  req.pid = getpid();
+  if (int rc = SendMessage(fd_, &req, sizeof(req)); rc != 0) {
+    gone_ = true;
+    return Fail(DSM_ERR_DAEMON_GONE, "lost dsmd at {}: {}", path_, strerror(-rc));
+  }
+  const long n = RecvMessage(fd_, reply, sizeof(*reply), fds, timeout_ms_);
+  if (n == -ETIMEDOUT) {
+    return Fail(DSM_ERR_TIMEOUT, "dsmd at {} did not answer within {} ms", path_, timeout_ms_);
+  }
+  if (n <= 0) {
+    gone_ = true;
+    return Fail(DSM_ERR_DAEMON_GONE, "dsmd at {} closed the connection", path_);
+  }
+  if (n != static_cast<long>(sizeof(*reply)) || reply->magic != kProtocolMagic) {
+    return Fail(DSM_ERR_PROTOCOL, "malformed reply from dsmd at {}", path_);
+  }
+  reply->message[kMaxMessageChars - 1] = '\0';
+  if (reply->type == NoticeType::kShutdown) {
+    gone_ = true;
+    return Fail(DSM_ERR_DAEMON_GONE, "{}", reply->message);
+  }
+  if (reply->status != DSM_OK) SetLastError(reply->message);
+  return reply->status;
+}
+
+}  // namespace dsm

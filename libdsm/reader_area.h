@@ -1,0 +1,50 @@
+// A reader's side of one area: the read-only mapping of one reader buffer at
+// the area's fixed address, and the pin that keeps the writer off that buffer.
+// MoveToLatest() runs only at a quiescent point of this process.
+#ifndef DSM_LIBDSM_READER_AREA_H_
+#define DSM_LIBDSM_READER_AREA_H_
+
+#include <cstdint>
+#include <memory>
+
+#include "libdsm/shm_layout.h"
+
+namespace dsm {
+
+class ReaderArea {
+ public:
+  // Pins and maps the newest complete version. nullptr (dsm_last_error set) on failure.
+  static std::unique_ptr<ReaderArea> Map(AreaControl* control, uint32_t index, uint32_t slot,
+                                         int region_fd);
+  ~ReaderArea();
+
+  // Whether a newer complete version exists than the one mapped. Lock-free.
+  bool Behind() const { return (control_->latest.load() >> 8) > version_; }
+  // Maps the newest complete version. DSM_OK, DSM_ERR_BUSY (the writer kept
+  // replacing it; try again later) or DSM_ERR_SYSTEM.
+  int MoveToLatest();
+
+  uint64_t version() const { return version_; }
+  uint32_t buffer() const { return buffer_; }
+  AreaControl* control() const { return control_; }
+  uint32_t index() const { return index_; }
+  uint32_t slot() const { return slot_; }
+  uintptr_t addr() const { return control_->addr; }
+  uint64_t size() const { return control_->size; }
+
+ private:
+  ReaderArea(AreaControl* control, uint32_t index, uint32_t slot, int region_fd)
+      : control_(control), index_(index), slot_(slot), region_fd_(region_fd) {}
+  bool MapBuffer(uint32_t buffer);
+
+  AreaControl* control_;
+  uint32_t index_;
+  uint32_t slot_;
+  int region_fd_;
+  uint32_t buffer_ = kNoBuffer;
+  uint64_t version_ = 0;
+};
+
+}  // namespace dsm
+
+#endif  // DSM_LIBDSM_READER_AREA_H_

@@ -1,0 +1,376 @@
+#include "libdsm/session.h"
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+
+#include "coherence/staleness.h"
+#include "libdsm/clock.h"
+#include "libdsm/errors.h"
+#include "libdsm/quiescence_gate.h"
+
+// The inline dsm_log() fast path reads these.
+thread_local dsm_log_cache dsm__tls_log_cache __attribute__((tls_model("initial-exec")));
+volatile uint64_t dsm__areas_generation = 1;
+
+namespace dsm {
+
+namespace {
+
+// How long a quiescent point waits for the process's other online threads.
+constexpr uint64_t kDefaultQuiesceTimeoutUs = 5000;
+// Attach polls the directory at this period while the name is unknown.
+constexpr uint32_t kAttachPollMs = 2;
+
+void BumpAreasGeneration() {
+  __atomic_add_fetch(&dsm__areas_generation, 1, __ATOMIC_SEQ_CST);
+}
+
+uint64_t EnvU64(const char* name, uint64_t fallback) {
+  const char* v = std::getenv(name);
+  return v && *v ? std::strtoull(v, nullptr, 10) : fallback;
+}
+
+}  // namespace
+
+int ClientSession::Open(const dsm_init_opts* opts, std::unique_ptr<ClientSession>* out) {
+  std::unique_ptr<ClientSession> s(new ClientSession());
+  std::string path = DSM_DEFAULT_SOCKET;
+  if (opts && opts->socket_path) {
+    path = opts->socket_path;
+  } else if (const char* env = std::getenv("DSM_SOCKET"); env && *env) {
+    path = env;
+  }
+  const int timeout_ms = opts && opts->connect_timeout_ms ? static_cast<int>(opts->connect_timeout_ms) : 2000;
+  s->quiesce_timeout_ns_ = EnvU64("DSM_QUIESCE_TIMEOUT_US", kDefaultQuiesceTimeoutUs) * 1000;
+  if (int rc = s->control_.Connect(path, timeout_ms); rc != DSM_OK) return rc;
+
+  Request req{};
+  req.type = RequestType::kHello;
+  Reply reply{};
+  int fds[2] = {-1, -1};
+  if (int rc = s->control_.Call(req, &reply, fds); rc != DSM_OK) return rc;
+  if (fds[0] < 0 || fds[1] < 0) {
+    for (int fd : fds) if (fd >= 0) close(fd);
+    return Fail(DSM_ERR_PROTOCOL, "dsmd at {} did not pass its shared memory", path);
+  }
+  s->client_id_ = reply.client_id;
+  s->region_fd_ = fds[1];
+  void* seg = mmap(nullptr, sizeof(ControlSegment), PROT_READ | PROT_WRITE, MAP_SHARED, fds[0], 0);
+  close(fds[0]);
+  if (seg == MAP_FAILED) return Fail(DSM_ERR_SYSTEM, "cannot map the control segment: {}", strerror(errno));
+  s->segment_ = static_cast<ControlSegment*>(seg);
+  const ControlHeader& h = s->segment_->header;
+  if (h.magic != kControlMagic || h.layout_version != kLayoutVersion) {
+    return Fail(DSM_ERR_PROTOCOL, "dsmd at {} uses shared layout {} but this libdsm uses {}: "
+                "rebuild one of them", path, h.layout_version, kLayoutVersion);
+  }
+  // The whole region, PROT_NONE: areas are later mapped over parts of it.
+  void* want = reinterpret_cast<void*>(h.region_base);
+  void* got = mmap(want, h.region_bytes, PROT_NONE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE, -1, 0);
+  if (got != want) {
+    if (got != MAP_FAILED) munmap(got, h.region_bytes);
+    return Fail(DSM_ERR_ADDRESS, "the shared region [{:#x}, {:#x}) is already used in this "
+                "process ({}); libdsm needs it free. Call dsm_init() early, before other "
+                "large mappings", h.region_base, h.region_base + h.region_bytes,
+                got == MAP_FAILED ? strerror(errno) : "the kernel placed it elsewhere");
+  }
+  s->region_reserved_ = true;
+  *out = std::move(s);
+  return DSM_OK;
+}
+
+ClientSession::~ClientSession() {
+  {
+    std::lock_guard lock(mu_);
+    areas_.clear();
+  }
+  BumpAreasGeneration();
+  if (region_reserved_) munmap(reinterpret_cast<void*>(segment_->header.region_base), segment_->header.region_bytes);
+  if (segment_) munmap(segment_, sizeof(ControlSegment));
+  if (region_fd_ >= 0) close(region_fd_);
+}
+
+ClientSession::Area* ClientSession::FindLocked(const void* p) {
+  const auto addr = reinterpret_cast<uintptr_t>(p);
+  auto it = areas_.upper_bound(addr);
+  if (it == areas_.begin()) return nullptr;
+  --it;
+  Area& a = it->second;
+  return addr - it->first < a.control()->size ? &a : nullptr;
+}
+
+void ClientSession::UnmapRange(uintptr_t addr, uint64_t bytes) {
+  mmap(reinterpret_cast<void*>(addr), bytes, PROT_NONE,
+       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
+}
+
+int ClientSession::Alloc(const char* name, size_t size, const dsm_alloc_opts* opts, void** out) {
+  if (!name || !out) return Fail(DSM_ERR_INVALID, "dsm_alloc: name and out must not be NULL");
+  if (size == 0) return Fail(DSM_ERR_INVALID, "dsm_alloc('{}'): size is 0", name);
+  if (size > segment_->header.slice_bytes) {
+    return Fail(DSM_ERR_NO_SPACE, "dsm_alloc('{}'): {} bytes is more than a host's whole "
+                "address slice ({} bytes)", name, size, segment_->header.slice_bytes);
+  }
+  if (std::strlen(name) >= kMaxNameBytes) {
+    return Fail(DSM_ERR_INVALID, "dsm_alloc: name '{}' is longer than {} bytes", name, kMaxNameBytes - 1);
+  }
+  Request req{};
+  req.type = RequestType::kAlloc;
+  std::strncpy(req.name, name, kMaxNameBytes - 1);
+  req.size = size;
+  if (opts) {
+    req.sync_interval_us = opts->sync_interval_us;
+    req.staleness_bound_ms = opts->staleness_bound_ms;
+    req.reader_buffers = opts->reader_buffers;
+  }
+  Reply reply{};
+  if (int rc = control_.Call(req, &reply); rc != DSM_OK) return rc;
+  AreaControl* control = &segment_->areas[reply.area_index];
+  auto writer = WriterArea::Map(control, reply.area_index, region_fd_);
+  if (!writer) {
+    Request undo{};
+    undo.type = RequestType::kFree;
+    undo.area_index = reply.area_index;
+    undo.area_generation = reply.area_generation;
+    Reply ignored{};
+    const std::string why = LastError();
+    control_.Call(undo, &ignored);
+    return Fail(DSM_ERR_SYSTEM, "{}", why);
+  }
+  *out = reinterpret_cast<void*>(control->addr);
+  std::lock_guard lock(mu_);
+  areas_[control->addr].writer = std::move(writer);
+  return DSM_OK;
+}
+
+int ClientSession::Attach(const char* name, uint32_t timeout_ms, const void** out, size_t* out_size) {
+  if (!name || !out) return Fail(DSM_ERR_INVALID, "dsm_attach: name and out must not be NULL");
+  if (std::strlen(name) >= kMaxNameBytes) {
+    return Fail(DSM_ERR_INVALID, "dsm_attach: name '{}' is longer than {} bytes", name, kMaxNameBytes - 1);
+  }
+  Request req{};
+  req.type = RequestType::kAttach;
+  std::strncpy(req.name, name, kMaxNameBytes - 1);
+  const uint64_t deadline = MonotonicNs() + uint64_t{timeout_ms} * 1000000;
+  Reply reply{};
+  for (;;) {
+    const int rc = control_.Call(req, &reply);
+    if (rc == DSM_OK) break;
+    if (rc != DSM_ERR_NOT_FOUND) return rc;
+    if (MonotonicNs() >= deadline) {
+      return Fail(DSM_ERR_TIMEOUT, "no area named '{}' appeared within {} ms", name, timeout_ms);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(kAttachPollMs));
+  }
+  AreaControl* control = &segment_->areas[reply.area_index];
+  auto reader = ReaderArea::Map(control, reply.area_index, reply.reader_slot, region_fd_);
+  if (!reader) {
+    const std::string why = LastError();
+    Request undo{};
+    undo.type = RequestType::kFree;
+    undo.area_index = reply.area_index;
+    undo.area_generation = reply.area_generation;
+    Reply ignored{};
+    control_.Call(undo, &ignored);
+    return Fail(DSM_ERR_SYSTEM, "{}", why);
+  }
+  *out = reinterpret_cast<const void*>(control->addr);
+  if (out_size) *out_size = control->size;
+  std::lock_guard lock(mu_);
+  areas_[control->addr].reader = std::move(reader);
+  return DSM_OK;
+}
+
+int ClientSession::Free(const void* p) {
+  std::unique_lock lock(mu_);
+  auto it = areas_.find(reinterpret_cast<uintptr_t>(p));
+  if (it == areas_.end()) {
+    return Fail(DSM_ERR_INVALID, "dsm_free({}): not the address of an area this process has "
+                "(already freed, or never allocated/attached)", p);
+  }
+  AreaControl* control = it->second.control();
+  Request req{};
+  req.type = RequestType::kFree;
+  req.area_index = it->second.writer ? it->second.writer->index() : it->second.reader->index();
+  req.area_generation = control->generation;
+  const uint64_t mapped = control->mapped_size;
+  areas_.erase(it);  // unpins and unmaps a reader; drops the writer's log
+  BumpAreasGeneration();
+  UnmapRange(reinterpret_cast<uintptr_t>(p), mapped);
+  lock.unlock();
+  Reply reply{};
+  const int rc = control_.Call(req, &reply);
+  return rc == DSM_ERR_DAEMON_GONE ? DSM_OK : rc;  // nothing left to release without a daemon
+}
+
+bool ClientSession::AnythingDue(uint64_t now_ns) {
+  std::lock_guard lock(mu_);
+  for (auto& [addr, a] : areas_) {
+    if (a.writer ? a.writer->Due(now_ns) : a.reader->Behind()) return true;
+  }
+  return false;
+}
+
+void ClientSession::SyncWork(uint64_t now_ns, const void* forced_area, int* forced_rc) {
+  std::lock_guard lock(mu_);
+  for (auto& [addr, a] : areas_) {
+    const bool forced = forced_area == reinterpret_cast<const void*>(addr);
+    if (a.writer) {
+      if (!forced && !a.writer->Due(now_ns)) continue;
+      const uint64_t t0 = MonotonicNs();
+      const int rc = a.writer->Publish(now_ns);
+      const uint64_t took = MonotonicNs() - t0;
+      AreaControl* c = a.writer->control();
+      c->publish_ns_total.fetch_add(took, std::memory_order_relaxed);
+      if (took > c->publish_ns_max.load(std::memory_order_relaxed)) c->publish_ns_max.store(took);
+      if (forced) *forced_rc = rc;
+    } else if (a.reader->Behind()) {
+      const int rc = a.reader->MoveToLatest();
+      if (forced) *forced_rc = rc;
+    }
+  }
+}
+
+int ClientSession::Service() {
+  const uint64_t now = MonotonicNs();
+  if (!AnythingDue(now)) return DSM_OK;
+  const bool ran = QuiescenceGate::Instance().RunQuiescent(
+      [&] { SyncWork(MonotonicNs(), nullptr, nullptr); }, now + quiesce_timeout_ns_);
+  if (!ran) {
+    return Fail(DSM_ERR_BUSY, "dsm_service: other threads of this process did not reach a "
+                "quiescent point within {} us; mark idle threads with dsm_thread_offline()",
+                quiesce_timeout_ns_ / 1000);
+  }
+  return DSM_OK;
+}
+
+int ClientSession::Publish(const void* area) {
+  {
+    std::lock_guard lock(mu_);
+    Area* a = FindLocked(area);
+    if (!a || reinterpret_cast<uintptr_t>(area) != a->control()->addr) {
+      return Fail(DSM_ERR_INVALID, "dsm_publish({}): not the address of an area of this process", area);
+    }
+    if (!a->writer) {
+      return Fail(DSM_ERR_NOT_OWNER, "dsm_publish: this process reads '{}' but does not write it",
+                  a->control()->name);
+    }
+  }
+  int rc = DSM_OK;
+  const uint64_t now = MonotonicNs();
+  const bool ran = QuiescenceGate::Instance().RunQuiescent(
+      [&] { SyncWork(MonotonicNs(), area, &rc); }, now + quiesce_timeout_ns_);
+  if (!ran) return Fail(DSM_ERR_BUSY, "dsm_publish: other threads did not reach a quiescent point");
+  return rc;
+}
+
+int ClientSession::WaitVersion(const void* area, uint64_t version, uint32_t timeout_ms) {
+  ReaderArea* reader = nullptr;
+  {
+    std::lock_guard lock(mu_);
+    Area* a = FindLocked(area);
+    if (!a) return Fail(DSM_ERR_INVALID, "dsm_wait_version({}): not an area of this process", area);
+    if (a->writer) {
+      if (a->writer->version() >= version) return DSM_OK;
+      return Fail(DSM_ERR_TIMEOUT, "'{}' is written by this process and is at version {}; only "
+                  "its own publishes advance it", a->control()->name, a->writer->version());
+    }
+    reader = a->reader.get();
+  }
+  const uint64_t deadline = MonotonicNs() + uint64_t{timeout_ms} * 1000000;
+  const bool ok = QuiescenceGate::Instance().WaitQuiescent(
+      [&] { return reader->version() >= version; },
+      [&] { return AnythingDue(MonotonicNs()); },
+      [&] { SyncWork(MonotonicNs(), nullptr, nullptr); }, deadline);
+  if (!ok) {
+    return Fail(DSM_ERR_TIMEOUT, "'{}' is at version {} after {} ms, waiting for {}{}",
+                reader->control()->name, reader->version(), timeout_ms, version,
+                reader->control()->state.load() == static_cast<uint32_t>(AreaState::kLive)
+                    ? "" : " (its writer is gone)");
+  }
+  return DSM_OK;
+}
+
+int ClientSession::Status(const void* area, dsm_area_status* st) {
+  if (!st) return Fail(DSM_ERR_INVALID, "dsm_status: st is NULL");
+  std::lock_guard lock(mu_);
+  Area* a = FindLocked(area);
+  if (!a) return Fail(DSM_ERR_INVALID, "dsm_status({}): not an area of this process", area);
+  AreaControl* c = a->control();
+  std::memset(st, 0, sizeof(*st));
+  const auto state = static_cast<AreaState>(c->state.load());
+  const uint64_t latest = UnpackLatest(c->latest.load()).version;
+  st->latest_version = latest;
+  st->staleness_bound_ns = c->staleness_bound_ns;
+  st->size = c->size;
+  st->writer_pid = c->writer_pid;
+  st->writer_alive = state == AreaState::kLive;
+  st->freed = state == AreaState::kFreed;
+  st->publishes_deferred = c->publishes_deferred.load();
+  if (a->writer) {
+    st->is_writer = 1;
+    st->writer_alive = 1;
+    st->version = a->writer->version();
+    return DSM_OK;  // the writer sees its own writes: no staleness
+  }
+  StalenessInput in{};
+  in.now_ns = MonotonicNs();
+  in.seen_version = a->reader->version();
+  in.latest_version = latest;
+  in.confirmed_ns = c->confirmed_ns.load();
+  in.superseded_ns = c->buffer_published_ns[a->reader->buffer()].load();
+  in.bound_ns = c->staleness_bound_ns;
+  in.writer_alive = st->writer_alive && segment_->header.daemon_alive.load();
+  const Staleness s = ComputeStaleness(in);
+  st->version = in.seen_version;
+  st->staleness_ns = s.staleness_ns;
+  st->stale = s.stale;
+  return DSM_OK;
+}
+
+uint64_t ClientSession::Version(const void* area) {
+  std::lock_guard lock(mu_);
+  Area* a = FindLocked(area);
+  if (!a) return 0;
+  return a->writer ? a->writer->version() : a->reader->version();
+}
+
+int ClientSession::LogSlow(const void* ptr, size_t len) {
+  std::lock_guard lock(mu_);
+  Area* a = FindLocked(ptr);
+  if (!a || !a->writer) {
+    return Fail(DSM_ERR_INVALID, "dsm_log({}, {}): the pointer is not inside an area this "
+                "process writes", ptr, len);
+  }
+  WriterArea& w = *a->writer;
+  const uint64_t offset = reinterpret_cast<uintptr_t>(ptr) - w.addr();
+  if (len > w.size() - offset) {
+    return Fail(DSM_ERR_INVALID, "dsm_log: range of {} bytes at offset {} runs past the end of "
+                "'{}' ({} bytes)", len, offset, w.control()->name, w.size());
+  }
+  w.log().MarkBytes(offset, len);
+  dsm_log_cache& c = dsm__tls_log_cache;
+  c.base = w.addr();
+  c.size = w.size();
+  c.lines = w.log().line_bytes();
+  c.pages = w.log().page_bytes();
+  c.generation = __atomic_load_n(&dsm__areas_generation, __ATOMIC_SEQ_CST);
+  return DSM_OK;
+}
+
+void ClientSession::PublishAll() {
+  std::lock_guard lock(mu_);
+  const uint64_t now = MonotonicNs();
+  for (auto& [addr, a] : areas_) {
+    if (a.writer) a.writer->Publish(now);
+  }
+}
+
+}  // namespace dsm

@@ -1,0 +1,102 @@
+// The host control segment: one shared-memory block that dsmd creates and every
+// client maps read-write. It holds the host's directory of areas and, per area,
+// the atomic words of the local publish protocol (docs/region-layout.md).
+// Both dsmd and libdsm include this file; the layout version guards mismatches.
+#ifndef DSM_LIBDSM_SHM_LAYOUT_H_
+#define DSM_LIBDSM_SHM_LAYOUT_H_
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+#include "coherence/constants.h"
+
+namespace dsm {
+
+inline constexpr uint64_t kControlMagic = 0x4d53442d4c54434eULL;  // "NCTL-DSM"
+inline constexpr uint32_t kLayoutVersion = 1;
+inline constexpr uint32_t kNoBuffer = 0xff;
+// A reader's pin word: the buffer it maps (low byte) and the one it is moving to
+// (second byte); kNoBuffer in a byte pins nothing.
+inline constexpr uint32_t PinWord(uint32_t current, uint32_t next) {
+  return (current & 0xff) | ((next & 0xff) << 8);
+}
+inline constexpr uint32_t kNoPins = PinWord(kNoBuffer, kNoBuffer);
+
+enum class AreaState : uint32_t {
+  kFree = 0,    // slot unused
+  kLive = 1,    // writer running
+  kSealed = 2,  // writer process gone: last version stays readable
+  kFreed = 3,   // writer freed it: gone from the directory, readers keep their copy
+};
+
+enum class BackingKind : uint32_t { kMemfd = 1, kHugetlbfs = 2 };
+
+// Per-area control block. Fields above `latest` are written by dsmd before the
+// area's state becomes kLive (release) and never change afterwards.
+struct alignas(64) AreaControl {
+  std::atomic<uint32_t> state;
+  uint32_t generation;  // bumped each time this slot is reused
+  char name[kMaxNameBytes];
+  uint64_t addr;         // fixed address in every process
+  uint64_t size;         // bytes the user asked for
+  uint64_t mapped_size;  // size rounded up to the backing page
+  int32_t writer_pid;
+  uint32_t writer_client;  // dsmd's id for the writer's connection
+  uint32_t owner_host;
+  uint32_t buffer_count;
+  uint64_t sync_interval_ns;
+  uint64_t staleness_bound_ns;
+  uint64_t writer_offset;  // offset of the writer copy in the region backing
+  uint64_t buffer_offset[kMaxReaderBuffers];
+
+  // The publish protocol. `latest` = PackLatest(version, buffer) of the newest
+  // complete version. A reader pins a buffer in its slot before using it and
+  // re-checks `latest`; the writer reads all pins after its own store to
+  // `latest`. All four accesses are sequentially consistent (hazard pointers).
+  alignas(64) std::atomic<uint64_t> latest;
+  std::atomic<uint64_t> confirmed_ns;  // writer was quiescent and `latest` was its state
+  std::atomic<uint64_t> buffer_version[kMaxReaderBuffers];
+  std::atomic<uint64_t> buffer_published_ns[kMaxReaderBuffers];
+
+  // Counters for status and dsmctl (written by the writer process).
+  alignas(64) std::atomic<uint64_t> publishes;
+  std::atomic<uint64_t> publishes_deferred;
+  std::atomic<uint64_t> bytes_published;
+  std::atomic<uint64_t> publish_ns_total;
+  std::atomic<uint64_t> publish_ns_max;
+
+  // Reader slots: dsmd assigns reader_client (0 = free) at attach and clears it
+  // when the reader leaves; the reader alone writes its pin.
+  alignas(64) std::atomic<uint32_t> reader_pin[kMaxReadersPerArea];
+  std::atomic<uint32_t> reader_client[kMaxReadersPerArea];
+};
+
+struct alignas(64) ControlHeader {
+  uint64_t magic;
+  uint32_t layout_version;
+  uint32_t host_id;
+  uint64_t region_base;
+  uint64_t region_bytes;
+  uint64_t slice_base;  // this host's slice of the region
+  uint64_t slice_bytes;
+  uint64_t backing_bytes;
+  uint64_t backing_page_bytes;
+  BackingKind backing_kind;
+  int32_t daemon_pid;
+  std::atomic<uint32_t> daemon_alive;
+  uint64_t default_sync_interval_ns;
+  uint64_t default_staleness_bound_ns;
+};
+
+struct ControlSegment {
+  ControlHeader header;
+  AreaControl areas[kMaxAreas];
+};
+
+static_assert(std::atomic<uint64_t>::is_always_lock_free, "cross-process atomics need lock-free");
+static_assert(std::atomic<uint32_t>::is_always_lock_free, "cross-process atomics need lock-free");
+
+}  // namespace dsm
+
+#endif  // DSM_LIBDSM_SHM_LAYOUT_H_

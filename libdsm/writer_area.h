@@ -1,0 +1,50 @@
+// The writer's side of one area in the writer's process: the change log that
+// dsm_log() fills, the writer copy mapped read-write at the area's address, and
+// the reader buffers mapped elsewhere so a publish can copy into them. Publish
+// runs only at a quiescent point of this process (see QuiescenceGate).
+#ifndef DSM_LIBDSM_WRITER_AREA_H_
+#define DSM_LIBDSM_WRITER_AREA_H_
+
+#include <cstdint>
+#include <memory>
+
+#include "coherence/change_log.h"
+#include "coherence/version_publisher.h"
+#include "libdsm/shm_layout.h"
+
+namespace dsm {
+
+class WriterArea {
+ public:
+  // Maps the area for writing. Returns nullptr (and sets dsm_last_error) on failure.
+  static std::unique_ptr<WriterArea> Map(AreaControl* control, uint32_t index, int region_fd);
+  ~WriterArea();
+
+  // Publishes a new version if anything was logged. Returns DSM_OK, or
+  // DSM_ERR_BUSY when every spare buffer is still pinned by readers.
+  int Publish(uint64_t now_ns);
+  // Whether the sync interval has elapsed since the last publish.
+  bool Due(uint64_t now_ns) const { return now_ns >= next_sync_ns_; }
+
+  uint64_t version() const { return version_; }
+  ChangeLog& log() { return log_; }
+  AreaControl* control() const { return control_; }
+  uint32_t index() const { return index_; }
+  uintptr_t addr() const { return control_->addr; }
+  uint64_t size() const { return control_->size; }
+
+ private:
+  WriterArea(AreaControl* control, uint32_t index);
+
+  AreaControl* control_;
+  uint32_t index_;
+  ChangeLog log_;
+  VersionPublisher publisher_;
+  uint8_t* buffers_[kMaxReaderBuffers] = {};
+  uint64_t version_ = 0;
+  uint64_t next_sync_ns_ = 0;
+};
+
+}  // namespace dsm
+
+#endif  // DSM_LIBDSM_WRITER_AREA_H_

@@ -1,0 +1,442 @@
+#include "coherence/version_publisher.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+namespace dsm {
+namespace {
+
+using Runs = std::vector<std::pair<size_t, size_t>>;
+
+Runs CollectRuns(const ChangeLog& log) {
+  Runs runs;
+  log.ForEachRun([&](size_t first, size_t count) { runs.emplace_back(first, count); });
+  return runs;
+}
+
+Runs ModelRuns(const std::vector<bool>& model) {
+  Runs runs;
+  for (size_t i = 0; i < model.size();) {
+    size_t j = i;
+    while (j < model.size() && model[j]) ++j;
+    if (j > i) runs.emplace_back(i, j - i);
+    i = j + 1;
+  }
+  return runs;
+}
+
+// Bytes of `line` that lie inside an area of `area_bytes` (the last line may be partial).
+size_t LineBytesInArea(size_t line, size_t area_bytes) {
+  return std::min(kLineBytes, area_bytes - line * kLineBytes);
+}
+
+// --- PackLatest / UnpackLatest ----------------------------------------------------
+
+static_assert(UnpackLatest(PackLatest(7, 3)).version == 7);
+static_assert(UnpackLatest(PackLatest(7, 3)).buffer == 3);
+
+TEST(LatestWordTest, RoundTripsVersionAndBuffer) {
+  const uint64_t versions[] = {0, 1, 2, 255, 256, 123456789, (uint64_t{1} << 56) - 1};
+  for (uint64_t v : versions) {
+    for (uint32_t b : {0u, 1u, 2u, 3u, 255u}) {
+      const LatestVersion latest = UnpackLatest(PackLatest(v, b));
+      EXPECT_EQ(latest.version, v);
+      EXPECT_EQ(latest.buffer, b);
+    }
+  }
+}
+
+TEST(LatestWordTest, BufferIndexNeverSpillsIntoTheVersion) {
+  const LatestVersion latest = UnpackLatest(PackLatest(5, 0x1ff));
+  EXPECT_EQ(latest.version, 5u);
+  EXPECT_EQ(latest.buffer, 0xffu);
+}
+
+TEST(LatestWordTest, WordsOrderByVersionWhateverTheBuffer) {
+  // Readers compare words to tell which version is newer.
+  for (uint64_t v : {uint64_t{0}, uint64_t{1}, uint64_t{1000}}) {
+    EXPECT_LT(PackLatest(v, 255), PackLatest(v + 1, 0));
+  }
+}
+
+// --- PickTargetBuffer -------------------------------------------------------------
+
+TEST(PickTargetBufferTest, PrefersTheBufferAfterLatest) {
+  for (uint32_t n = 2; n <= kMaxReaderBuffers; ++n) {
+    for (uint32_t latest = 0; latest < n; ++latest) {
+      EXPECT_EQ(PickTargetBuffer(n, latest, 0), static_cast<int>((latest + 1) % n))
+          << n << " buffers, latest " << latest;
+    }
+  }
+}
+
+TEST(PickTargetBufferTest, SkipsPinnedBuffersInRoundRobinOrder) {
+  EXPECT_EQ(PickTargetBuffer(4, 1, 1u << 2), 3);
+  EXPECT_EQ(PickTargetBuffer(4, 1, (1u << 2) | (1u << 3)), 0);
+  EXPECT_EQ(PickTargetBuffer(4, 3, 1u << 0), 1);  // wraps past the end
+  EXPECT_EQ(PickTargetBuffer(3, 2, 1u << 0), 1);
+}
+
+TEST(PickTargetBufferTest, NeverReturnsLatestEvenWhenUnpinned) {
+  // Buffer 0 is the only unpinned one, and it is the latest.
+  EXPECT_EQ(PickTargetBuffer(3, 0, 0b110), -1);
+  EXPECT_EQ(PickTargetBuffer(2, 1, 0b01), -1);
+}
+
+TEST(PickTargetBufferTest, APinOnLatestDoesNotBlockTheSpares) {
+  EXPECT_EQ(PickTargetBuffer(2, 0, 0b01), 1);
+  EXPECT_EQ(PickTargetBuffer(4, 2, 0b0100), 3);
+}
+
+TEST(PickTargetBufferTest, ReturnsMinusOneWhenEverySpareIsPinned) {
+  for (uint32_t n = 2; n <= kMaxReaderBuffers; ++n) {
+    const uint32_t all = (1u << n) - 1;
+    for (uint32_t latest = 0; latest < n; ++latest) {
+      EXPECT_EQ(PickTargetBuffer(n, latest, all & ~(1u << latest)), -1);
+      EXPECT_EQ(PickTargetBuffer(n, latest, all), -1);
+    }
+  }
+  EXPECT_EQ(PickTargetBuffer(1, 0, 0), -1);  // one buffer has no spare at all
+}
+
+TEST(PickTargetBufferTest, EveryMaskAgreesWithTheDefinition) {
+  for (uint32_t n = 1; n <= kMaxReaderBuffers; ++n) {
+    for (uint32_t latest = 0; latest < n; ++latest) {
+      for (uint32_t mask = 0; mask < (1u << n); ++mask) {
+        // Bits of buffers that do not exist must not matter.
+        for (uint32_t junk : {0u, 0xfffffff0u & ~((1u << n) - 1)}) {
+          int expected = -1;
+          for (uint32_t step = 1; step < n && expected < 0; ++step) {
+            const uint32_t b = (latest + step) % n;
+            if (!(mask & (1u << b))) expected = static_cast<int>(b);
+          }
+          const int got = PickTargetBuffer(n, latest, mask | junk);
+          EXPECT_EQ(got, expected) << n << " buffers, latest " << latest << ", mask " << mask;
+          if (got >= 0) {
+            EXPECT_NE(static_cast<uint32_t>(got), latest);
+            EXPECT_EQ(mask & (1u << got), 0u);
+          }
+        }
+      }
+    }
+  }
+}
+
+// --- CopyMarkedLines --------------------------------------------------------------
+
+constexpr size_t kCanaryBytes = 2 * kLineBytes;
+constexpr uint8_t kCanary = 0xa5;
+
+// Source and destination with room past the area: the source holds bytes that must
+// not be copied, the destination a canary that must survive.
+struct CopyBuffers {
+  explicit CopyBuffers(size_t area) : src(area + kCanaryBytes), dst(area + kCanaryBytes, kCanary) {
+    for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<uint8_t>(i * 7 + 1);
+    std::fill(dst.begin(), dst.begin() + area, 0);
+  }
+  bool CanaryIntact(size_t area) const {
+    return std::all_of(dst.begin() + area, dst.end(), [](uint8_t b) { return b == kCanary; });
+  }
+  std::vector<uint8_t> src, dst;
+};
+
+TEST(CopyMarkedLinesTest, CopiesOnlyMarkedLines) {
+  const size_t area = 3 * 4096;
+  ChangeLog log(area);
+  log.MarkLines(2, 1);
+  log.MarkLines(62, 4);  // a run across the page boundary
+  CopyBuffers buf(area);
+  EXPECT_EQ(CopyMarkedLines(log, buf.src.data(), buf.dst.data(), area), 5 * kLineBytes);
+  for (size_t line = 0; line < log.lines(); ++line) {
+    const uint8_t* src = buf.src.data() + line * kLineBytes;
+    const uint8_t* dst = buf.dst.data() + line * kLineBytes;
+    if (log.Test(line)) {
+      ASSERT_EQ(std::memcmp(dst, src, kLineBytes), 0) << line;
+    } else {
+      ASSERT_TRUE(std::all_of(dst, dst + kLineBytes, [](uint8_t b) { return b == 0; })) << line;
+    }
+  }
+  EXPECT_TRUE(buf.CanaryIntact(area));
+}
+
+TEST(CopyMarkedLinesTest, EmptyLogCopiesNothing) {
+  const size_t area = 4096 + 10;
+  ChangeLog log(area);
+  CopyBuffers buf(area);
+  EXPECT_EQ(CopyMarkedLines(log, buf.src.data(), buf.dst.data(), area), 0u);
+  EXPECT_TRUE(
+      std::all_of(buf.dst.begin(), buf.dst.begin() + area, [](uint8_t b) { return b == 0; }));
+}
+
+TEST(CopyMarkedLinesTest, PartialLastLineStopsAtTheAreaEnd) {
+  for (size_t area : {size_t{1}, size_t{63}, size_t{65}, size_t{1000}, size_t{4097}}) {
+    SCOPED_TRACE(area);
+    ChangeLog log(area);
+    const size_t last = log.lines() - 1;
+    log.MarkLines(last, 1);
+    CopyBuffers buf(area);
+    EXPECT_EQ(CopyMarkedLines(log, buf.src.data(), buf.dst.data(), area), area - last * kLineBytes);
+    EXPECT_EQ(std::memcmp(buf.dst.data() + last * kLineBytes, buf.src.data() + last * kLineBytes,
+                          area - last * kLineBytes),
+              0);
+    EXPECT_TRUE(buf.CanaryIntact(area));
+  }
+}
+
+TEST(CopyMarkedLinesTest, WholeAreaWithPartialLastLine) {
+  const size_t area = 2 * 4096 + 1000;
+  ChangeLog log(area);
+  log.MarkBytes(0, area);
+  CopyBuffers buf(area);
+  EXPECT_EQ(CopyMarkedLines(log, buf.src.data(), buf.dst.data(), area), area);
+  EXPECT_EQ(std::memcmp(buf.dst.data(), buf.src.data(), area), 0);
+  EXPECT_TRUE(buf.CanaryIntact(area));
+}
+
+// --- VersionPublisher: fixed scenarios ----------------------------------------------
+
+TEST(VersionPublisherTest, ReportsItsShape) {
+  VersionPublisher pub(1000, 3);
+  EXPECT_EQ(pub.area_bytes(), 1000u);
+  EXPECT_EQ(pub.buffer_count(), 3u);
+  for (uint32_t b = 0; b < 3; ++b) {
+    EXPECT_EQ(pub.pending(b).lines(), 16u);
+    EXPECT_TRUE(pub.pending(b).Empty());
+  }
+}
+
+TEST(VersionPublisherTest, PublishCopiesDirtyLinesAndMovesThemToTheOtherBuffers) {
+  const size_t area = 4096;
+  std::vector<uint8_t> writer(area, 0x11);
+  std::vector<uint8_t> buf1(area, 0x00);  // differs everywhere, so stray copies show
+  VersionPublisher pub(area, 2);
+  ChangeLog dirty(area);
+  std::fill_n(writer.begin() + 3 * kLineBytes, kLineBytes, 0x22);
+  dirty.MarkLines(3, 1);
+
+  EXPECT_EQ(pub.Publish(dirty, 1, writer.data(), buf1.data()), kLineBytes);
+  EXPECT_TRUE(dirty.Empty());
+  for (size_t i = 0; i < area; ++i) {
+    ASSERT_EQ(buf1[i], (i / kLineBytes == 3) ? 0x22 : 0x00) << i;
+  }
+  EXPECT_TRUE(pub.pending(1).Empty());
+  EXPECT_EQ(CollectRuns(pub.pending(0)), (Runs{{3, 1}}));
+}
+
+TEST(VersionPublisherTest, BufferThatMissedVersionsCatchesUpInOneCopy) {
+  const size_t area = 3 * 4096 + 100;
+  std::vector<uint8_t> writer(area, 0);
+  std::vector<std::vector<uint8_t>> buffers(3, writer);
+  VersionPublisher pub(area, 3);
+  ChangeLog dirty(area);
+  auto write_line = [&](size_t line, uint8_t value) {
+    std::fill_n(writer.begin() + line * kLineBytes, LineBytesInArea(line, area), value);
+    dirty.MarkLines(line, 1);
+  };
+
+  write_line(1, 1);  // v1 -> buffer 1
+  ASSERT_EQ(pub.Publish(dirty, 1, writer.data(), buffers[1].data()), kLineBytes);
+  write_line(70, 2);  // v2 -> buffer 2, which also missed v1
+  ASSERT_EQ(pub.Publish(dirty, 2, writer.data(), buffers[2].data()), 2 * kLineBytes);
+  write_line(1, 3);    // v3 -> buffer 0, which missed v1 and v2
+  write_line(193, 4);  // the partial last line: 100 - 64 = 36 bytes
+  EXPECT_EQ(pub.Publish(dirty, 0, writer.data(), buffers[0].data()), 2 * kLineBytes + 36);
+  EXPECT_EQ(buffers[0], writer);
+  EXPECT_TRUE(pub.pending(0).Empty());
+  EXPECT_EQ(CollectRuns(pub.pending(1)), (Runs{{1, 1}, {70, 1}, {193, 1}}));
+  EXPECT_EQ(CollectRuns(pub.pending(2)), (Runs{{1, 1}, {193, 1}}));
+}
+
+TEST(VersionPublisherTest, EmptyPublishStillCatchesTheTargetUp) {
+  const size_t area = 4096;
+  std::vector<uint8_t> writer(area, 0);
+  std::vector<std::vector<uint8_t>> buffers(3, writer);
+  VersionPublisher pub(area, 3);
+  ChangeLog dirty(area);
+  writer[5] = 9;
+  dirty.MarkBytes(5, 1);
+  ASSERT_EQ(pub.Publish(dirty, 1, writer.data(), buffers[1].data()), kLineBytes);
+  EXPECT_EQ(pub.Publish(dirty, 2, writer.data(), buffers[2].data()), kLineBytes);
+  EXPECT_EQ(buffers[2], writer);
+  EXPECT_EQ(pub.Publish(dirty, 1, writer.data(), buffers[1].data()), 0u);
+}
+
+TEST(VersionPublisherTest, BufferHeldForeverIsNeverWrittenAndCatchesUpWhenFreed) {
+  // A reader that stops checking in keeps buffer 2 pinned: it must stay byte for
+  // byte as it was while the others keep taking versions.
+  const size_t area = 5 * 4096 + 7;
+  constexpr uint32_t kBuffers = 4, kHeld = 2;
+  std::mt19937_64 rng(0x5eed0003);
+  std::vector<uint8_t> writer(area);
+  for (uint8_t& b : writer) b = static_cast<uint8_t>(rng());
+  std::vector<std::vector<uint8_t>> buffers(kBuffers, writer);
+  const std::vector<uint8_t> held_before = buffers[kHeld];
+  VersionPublisher pub(area, kBuffers);
+  ChangeLog dirty(area);
+  std::vector<bool> ever_dirty(dirty.lines());
+  uint32_t latest = 0;
+  for (int v = 0; v < 200; ++v) {
+    const size_t offset = rng() % area;
+    writer[offset] = static_cast<uint8_t>(writer[offset] + 1);
+    dirty.MarkBytes(offset, 1);
+    ever_dirty[offset / kLineBytes] = true;
+    const int target = PickTargetBuffer(kBuffers, latest, 1u << kHeld);
+    ASSERT_GE(target, 0);
+    ASSERT_NE(static_cast<uint32_t>(target), kHeld);
+    pub.Publish(dirty, target, writer.data(), buffers[target].data());
+    ASSERT_EQ(buffers[target], writer);
+    latest = target;
+  }
+  EXPECT_EQ(buffers[kHeld], held_before);
+  EXPECT_EQ(CollectRuns(pub.pending(kHeld)), ModelRuns(ever_dirty));
+
+  const int target = PickTargetBuffer(kBuffers, latest, 0b1011 & ~(1u << latest));
+  ASSERT_EQ(target, static_cast<int>(kHeld));
+  pub.Publish(dirty, kHeld, writer.data(), buffers[kHeld].data());
+  EXPECT_EQ(buffers[kHeld], writer);
+}
+
+// --- VersionPublisher: randomized model -------------------------------------------
+
+// (buffer count, area bytes). The areas have a partial last line and, for the larger
+// two, a partial last page; the largest spans more than one 8-page summary word.
+class VersionPublisherModelTest : public testing::TestWithParam<std::tuple<uint32_t, size_t>> {};
+
+TEST_P(VersionPublisherModelTest, EveryPublishedBufferEqualsTheWriterCopy) {
+  const auto [n, area] = GetParam();
+  const int iterations = area > 100000 ? 250 : 1200;
+  std::mt19937_64 rng(0x5eed1000 + n * 1000003 + area);
+  const size_t lines = (area + kLineBytes - 1) / kLineBytes;
+
+  std::vector<uint8_t> writer(area);
+  for (uint8_t& b : writer) b = static_cast<uint8_t>(rng());
+  // Every buffer starts as a copy of the writer, followed by a canary.
+  std::vector<std::vector<uint8_t>> buffers(n, writer);
+  for (auto& b : buffers) b.resize(area + kCanaryBytes, kCanary);
+
+  VersionPublisher pub(area, n);
+  ChangeLog dirty(area);
+  std::vector<bool> dirty_model(lines);
+  std::vector<std::vector<bool>> pending_model(n, std::vector<bool>(lines));
+  std::vector<bool> written(n);
+  uint64_t latest_word = PackLatest(0, 0);
+  // With three or more buffers, one reader holds the last buffer for the first half:
+  // that buffer misses many versions and must catch up in a single publish.
+  const bool held = n >= 3;
+  const uint32_t held_buffer = n - 1;
+  int publishes = 0, refusals = 0, held_catch_ups = 0;
+
+  for (int iter = 0; iter < iterations; ++iter) {
+    SCOPED_TRACE(testing::Message() << "iteration " << iter);
+    // The writer: 0..3 logged writes; zero exercises a publish of an empty log.
+    const int writes = static_cast<int>(rng() % 4);
+    for (int w = 0; w < writes; ++w) {
+      const size_t offset = rng() % area;
+      const int kind = static_cast<int>(rng() % 8);
+      const size_t len = kind < 5 ? 1 + rng() % 16 : kind < 7 ? 1 + rng() % 600 : 1 + rng() % area;
+      const size_t end = std::min(area, offset + len);  // the log clips; so does memory
+      for (size_t i = offset; i < end; ++i) writer[i] = static_cast<uint8_t>(rng() % 4);
+      dirty.MarkBytes(offset, len);
+      for (size_t line = offset / kLineBytes; line <= (end - 1) / kLineBytes; ++line) {
+        dirty_model[line] = true;
+      }
+    }
+
+    const LatestVersion latest = UnpackLatest(latest_word);
+    uint32_t pinned = 0;
+    for (uint32_t b = 0; b < n; ++b) {
+      if (rng() % 100 < 35) pinned |= 1u << b;
+    }
+    const bool holding = held && iter < iterations / 2;
+    if (holding) pinned |= 1u << held_buffer;
+
+    const int target = PickTargetBuffer(n, latest.buffer, pinned);
+    bool any_spare = false;
+    for (uint32_t b = 0; b < n; ++b) any_spare |= b != latest.buffer && !(pinned & (1u << b));
+    ASSERT_EQ(target >= 0, any_spare);
+    if (target < 0) {
+      ++refusals;  // the writer keeps its log and tries again at its next sync
+      continue;
+    }
+    const uint32_t t = static_cast<uint32_t>(target);
+    ASSERT_LT(t, n);
+    ASSERT_NE(t, latest.buffer);
+    ASSERT_EQ(pinned & (1u << t), 0u);
+
+    size_t expected_bytes = 0;
+    for (size_t line = 0; line < lines; ++line) {
+      if (pending_model[t][line] || dirty_model[line])
+        expected_bytes += LineBytesInArea(line, area);
+    }
+    if (held && t == held_buffer && !written[t] && iter >= iterations / 2) ++held_catch_ups;
+    const std::vector<std::vector<uint8_t>> before = buffers;
+
+    EXPECT_EQ(pub.Publish(dirty, t, writer.data(), buffers[t].data()), expected_bytes);
+    ++publishes;
+
+    ASSERT_EQ(std::memcmp(buffers[t].data(), writer.data(), area), 0);
+    for (uint32_t b = 0; b < n; ++b) {
+      ASSERT_TRUE(std::all_of(buffers[b].begin() + area, buffers[b].end(),
+                              [](uint8_t x) { return x == kCanary; }))
+          << "canary of buffer " << b;
+      if (b != t) {
+        ASSERT_EQ(buffers[b], before[b]) << "buffer " << b << " changed";
+      }
+    }
+    EXPECT_TRUE(dirty.Empty());
+
+    for (uint32_t b = 0; b < n; ++b) {
+      if (b == t) {
+        pending_model[b].assign(lines, false);
+      } else {
+        for (size_t line = 0; line < lines; ++line) {
+          pending_model[b][line] = pending_model[b][line] || dirty_model[line];
+        }
+      }
+    }
+    dirty_model.assign(lines, false);
+    for (uint32_t b = 0; b < n; ++b) {
+      ASSERT_EQ(CollectRuns(pub.pending(b)), ModelRuns(pending_model[b])) << "pending of " << b;
+      // Whatever a buffer lacks must be pending, or a later publish leaves it stale.
+      for (size_t line = 0; line < lines; ++line) {
+        const size_t at = line * kLineBytes;
+        if (std::memcmp(buffers[b].data() + at, writer.data() + at, LineBytesInArea(line, area))) {
+          ASSERT_TRUE(pub.pending(b).Test(line)) << "buffer " << b << " line " << line;
+        }
+      }
+    }
+
+    written[t] = true;
+    latest_word = PackLatest(latest.version + 1, t);
+    ASSERT_EQ(UnpackLatest(latest_word).version, static_cast<uint64_t>(publishes));
+    ASSERT_EQ(UnpackLatest(latest_word).buffer, t);
+  }
+
+  // The schedule must actually have exercised refusals, catch-up and every buffer.
+  EXPECT_GT(publishes, iterations / 3);
+  EXPECT_GT(refusals, 0);
+  if (held) {
+    EXPECT_EQ(held_catch_ups, 1);
+  }
+  EXPECT_EQ(static_cast<size_t>(std::count(written.begin(), written.end(), true)), n);
+}
+
+INSTANTIATE_TEST_SUITE_P(BuffersAndAreas, VersionPublisherModelTest,
+                         testing::Combine(testing::Values(2u, 3u, 4u),
+                                          testing::Values(size_t{100}, size_t{3 * 4096 + 100},
+                                                          size_t{65 * 4096 + 1})),
+                         [](const testing::TestParamInfo<std::tuple<uint32_t, size_t>>& info) {
+                           return std::to_string(std::get<0>(info.param)) + "buffers_" +
+                                  std::to_string(std::get<1>(info.param)) + "bytes";
+                         });
+
+}  // namespace
+}  // namespace dsm
