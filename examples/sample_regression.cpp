@@ -19,7 +19,7 @@
 
 namespace {
 
-constexpr size_t kDim = 4096;
+constexpr size_t kDim = 1024;
 constexpr const char* kArea = "sample/weights";
 
 // Ground truth the trainer tries to recover; readers know it to score the model.
@@ -56,7 +56,7 @@ int Train(int steps) {
   std::mt19937 rng(1);
   std::normal_distribution<float> x(0.f, 1.f);
   std::vector<float> xs(kDim);
-  const float lr = 0.5f / kDim;
+  const float lr = 1.0f / kDim;
   for (int step = 1; step <= steps; ++step) {
     // One SGD step on a fresh sample: w -= lr * (w.x - y) x.
     double err = 0;
