@@ -52,6 +52,10 @@ void QuiescenceGate::Online() {
   EnsureOnlineLocked();
 }
 
+void QuiescenceGate::EnsureRegistered() {
+  if (!t_thread.registered) Online();
+}
+
 int QuiescenceGate::online_threads() {
   std::lock_guard lock(mu_);
   return online_;
@@ -92,6 +96,11 @@ bool QuiescenceGate::WaitQuiescent(const std::function<bool()>& done,
 
 bool QuiescenceGate::RunQuiescent(const std::function<void()>& work, uint64_t deadline_ns) {
   bool ran = false;
+  run_waiters_.fetch_add(1, std::memory_order_relaxed);
+  struct Leave {
+    std::atomic<int>& n;
+    ~Leave() { n.fetch_sub(1, std::memory_order_relaxed); }
+  } leave{run_waiters_};
   return WaitQuiescent([&] { return ran; }, [&] { return !ran; },
                        [&] {
                          work();

@@ -7,6 +7,7 @@
 #ifndef DSM_LIBDSM_QUIESCENCE_GATE_H_
 #define DSM_LIBDSM_QUIESCENCE_GATE_H_
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -32,6 +33,14 @@ class QuiescenceGate {
 
   void Offline();  // the calling thread stops being waited for
   void Online();   // ... and is waited for again
+  // Registers the calling thread (online) unless it already is. Cheap after the
+  // first call; a thread must be registered before a sync can be unsafe for it.
+  // A registered thread that went offline stays offline; entering the gate
+  // (dsm_service, dsm_wait_version) brings it online again.
+  void EnsureRegistered();
+  // Whether some thread waits in RunQuiescent for the others to check in, so a
+  // thread at a quiescent point should join even if it has nothing due. Lock-free.
+  bool SomeoneWaiting() const { return run_waiters_.load(std::memory_order_relaxed) > 0; }
 
   // For diagnostics and tests.
   int online_threads();
@@ -44,6 +53,7 @@ class QuiescenceGate {
   std::condition_variable cv_;
   int online_ = 0;      // registered threads that are online
   int quiescent_ = 0;   // of those, how many are inside the gate now
+  std::atomic<int> run_waiters_{0};  // threads inside RunQuiescent
   bool syncing_ = false;
   uint64_t generation_ = 0;  // completed sync runs
 };

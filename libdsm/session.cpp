@@ -239,9 +239,12 @@ void ClientSession::SyncWork(uint64_t now_ns, const void* forced_area, int* forc
 }
 
 int ClientSession::Service() {
+  QuiescenceGate& gate = QuiescenceGate::Instance();
+  gate.EnsureRegistered();
   const uint64_t now = MonotonicNs();
-  if (!AnythingDue(now)) return DSM_OK;
-  const bool ran = QuiescenceGate::Instance().RunQuiescent(
+  // Enter the gate when a sync is due, or when another thread waits there for us.
+  if (!gate.SomeoneWaiting() && !AnythingDue(now)) return DSM_OK;
+  const bool ran = gate.RunQuiescent(
       [&] { SyncWork(MonotonicNs(), nullptr, nullptr); }, now + quiesce_timeout_ns_);
   if (!ran) {
     return Fail(DSM_ERR_BUSY, "dsm_service: other threads of this process did not reach a "

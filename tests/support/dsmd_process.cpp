@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -39,8 +40,11 @@ DsmdProcess::DsmdProcess(std::vector<std::string> extra_args) {
   if (!mkdtemp(tmpl)) return;
   dir_ = tmpl;
   socket_path_ = dir_ + "/dsmd.sock";
-  std::vector<std::string> args = {DsmdBinary(), "--socket", socket_path_, "--backing", "memfd",
-                                   "--log-level", "warn"};
+  std::vector<std::string> args = {DsmdBinary(), "--socket", socket_path_, "--log-level", "warn"};
+  // Tests run without hugepages unless they ask for them.
+  if (std::find(extra_args.begin(), extra_args.end(), "--backing") == extra_args.end()) {
+    args.insert(args.end(), {"--backing", "memfd"});
+  }
   args.insert(args.end(), extra_args.begin(), extra_args.end());
   pid_ = fork();
   if (pid_ == 0) {
