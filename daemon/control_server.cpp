@@ -7,7 +7,6 @@
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/timerfd.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -48,7 +47,7 @@ ControlServer::~ControlServer() {
     close(listen_fd_);
     unlink(config_.socket_path.c_str());
   }
-  for (int fd : {epoll_fd_, signal_fd_, timer_fd_, control_fd_, backing_.fd}) {
+  for (int fd : {epoll_fd_, signal_fd_, control_fd_, backing_.fd}) {
     if (fd >= 0) close(fd);
   }
   if (segment_) munmap(segment_, sizeof(ControlSegment));
@@ -71,19 +70,13 @@ bool ControlServer::Start(std::string* error) {
   sigaddset(&mask, SIGINT);
   sigprocmask(SIG_BLOCK, &mask, nullptr);
   signal_fd_ = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
-  timer_fd_ = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
   epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
-  if (signal_fd_ < 0 || timer_fd_ < 0 || epoll_fd_ < 0) {
+  if (signal_fd_ < 0 || epoll_fd_ < 0) {
     *error = Errno("cannot create event descriptors");
     return false;
   }
-  itimerspec period{};
-  period.it_interval.tv_sec = config_.tick_ms / 1000;
-  period.it_interval.tv_nsec = static_cast<long>(config_.tick_ms % 1000) * 1000000;
-  period.it_value = period.it_interval;
-  timerfd_settime(timer_fd_, 0, &period, nullptr);
   if (!Listen(error)) return false;
-  for (int fd : {listen_fd_, signal_fd_, timer_fd_}) {
+  for (int fd : {listen_fd_, signal_fd_}) {
     epoll_event ev{};
     ev.events = EPOLLIN;
     ev.data.fd = fd;
@@ -167,11 +160,7 @@ int ControlServer::Run() {
         Shutdown();
         return 0;
       }
-      if (fd == timer_fd_) {
-        uint64_t expirations;
-        (void)!read(timer_fd_, &expirations, sizeof(expirations));
-        Tick();
-      } else if (fd == listen_fd_) {
+      if (fd == listen_fd_) {
         Accept();
       } else if (auto it = connections_.find(fd); it != connections_.end()) {
         if (events[i].events & EPOLLIN) {
@@ -257,8 +246,6 @@ void ControlServer::Disconnect(int fd) {
   close(fd);
   connections_.erase(it);
 }
-
-void ControlServer::Tick() {}
 
 void ControlServer::Shutdown() {
   segment_->header.daemon_alive.store(0);

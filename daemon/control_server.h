@@ -1,5 +1,5 @@
 // dsmd's control plane for local clients: the Unix socket, the control segment,
-// the backing, and the event loop (clients, signals, housekeeping tick). Single
+// the backing, and the event loop (clients, signals). Single
 // threaded: every method runs on the daemon's main thread.
 #ifndef DSM_DAEMON_CONTROL_SERVER_H_
 #define DSM_DAEMON_CONTROL_SERVER_H_
@@ -37,7 +37,6 @@ class ControlServer {
   void Accept();
   void HandleRequest(Connection& conn);
   void Disconnect(int fd);
-  void Tick();
   void Shutdown();
 
   DaemonConfig config_;
@@ -48,7 +47,6 @@ class ControlServer {
   int listen_fd_ = -1;
   int epoll_fd_ = -1;
   int signal_fd_ = -1;
-  int timer_fd_ = -1;
   uint32_t next_client_id_ = 1;
   std::unordered_map<int, Connection> connections_;  // by socket fd
 };

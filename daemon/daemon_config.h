@@ -18,7 +18,6 @@ struct DaemonConfig {
   std::string hugetlbfs_dir = "/dev/hugepages";
   uint32_t sync_interval_us = kDefaultSyncIntervalUs;
   uint32_t staleness_bound_ms = kDefaultStalenessBoundMs;
-  uint32_t tick_ms = 100;  // housekeeping period of the daemon loop
   bool background = false;
   std::string pid_file;
   std::string log_level = "info";
