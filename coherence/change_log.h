@@ -42,6 +42,11 @@ class ChangeLog {
   // Clears every mark. Cost follows the number of dirty pages.
   void Clear();
 
+  // Calls fn(page, line_bytes) for each page with marks (line_bytes: its 64
+  // line bytes), then clears that page. The log is empty afterwards.
+  template <typename Fn>
+  void Drain(Fn&& fn);
+
   // Calls fn(first_line, count) for each maximal run of marked lines, in order.
   template <typename Fn>
   void ForEachRun(Fn&& fn) const;
@@ -60,6 +65,16 @@ class ChangeLog {
   std::unique_ptr<uint8_t[]> line_bytes_;  // pages_ * kLinesPerPage, zero padded
   std::unique_ptr<uint8_t[]> page_bytes_;  // pages_ rounded up to 8, zero padded
 };
+
+template <typename Fn>
+void ChangeLog::Drain(Fn&& fn) {
+  for (size_t page = NextDirtyPage(0); page < pages_; page = NextDirtyPage(page + 1)) {
+    uint8_t* bytes = line_bytes_.get() + page * kLinesPerPage;
+    fn(page, bytes);
+    std::memset(bytes, 0, kLinesPerPage);
+    page_bytes_[page] = 0;
+  }
+}
 
 template <typename Fn>
 void ChangeLog::ForEachRun(Fn&& fn) const {

@@ -1,8 +1,5 @@
 #include "coherence/version_publisher.h"
 
-#include <algorithm>
-#include <cstring>
-
 namespace dsm {
 
 int PickTargetBuffer(uint32_t buffer_count, uint32_t latest, uint32_t pinned_mask) {
@@ -13,34 +10,23 @@ int PickTargetBuffer(uint32_t buffer_count, uint32_t latest, uint32_t pinned_mas
   return -1;
 }
 
-size_t CopyMarkedLines(const ChangeLog& log, const uint8_t* src, uint8_t* dst, size_t area_bytes) {
-  size_t copied = 0;
-  log.ForEachRun([&](size_t first, size_t count) {
-    const size_t offset = first * kLineBytes;
-    const size_t bytes = std::min(count * kLineBytes, area_bytes - offset);
-    std::memcpy(dst + offset, src + offset, bytes);
-    copied += bytes;
-  });
-  return copied;
-}
-
 VersionPublisher::VersionPublisher(size_t area_bytes, uint32_t buffer_count)
-    : area_bytes_(area_bytes) {
-  for (uint32_t i = 0; i < buffer_count; ++i) {
-    pending_.push_back(std::make_unique<ChangeLog>(area_bytes));
-  }
-}
+    : area_bytes_(area_bytes), pending_(buffer_count, LineSet(area_bytes)) {}
 
 size_t VersionPublisher::Publish(ChangeLog& dirty, uint32_t target, const uint8_t* src,
-                                 uint8_t* dst) {
-  ChangeLog& todo = *pending_[target];
-  todo.Merge(dirty);
-  const size_t copied = CopyMarkedLines(todo, src, dst, area_bytes_);
+                                 uint8_t* dst, LineSet* changed) {
+  // Pass 1: every buffer, the target included, learns what changed. Pass 2
+  // copies what the target lacks in one tight loop: the copies of cold lines
+  // dominate, and keeping them together lets the CPU overlap their misses.
+  dirty.Drain([&](size_t page, const uint8_t* line_bytes) {
+    const uint64_t mask = LineBytesToMask(line_bytes);
+    for (LineSet& p : pending_) p.AddMask(page, mask);
+    if (changed) changed->AddMask(page, mask);
+  });
+  LineSet& todo = pending_[target];
+  size_t copied = 0;
+  todo.ForEachPage([&](size_t page, uint64_t mask) { copied += CopyPageLines(page, mask, src, dst); });
   todo.Clear();
-  for (uint32_t b = 0; b < pending_.size(); ++b) {
-    if (b != target) pending_[b]->Merge(dirty);
-  }
-  dirty.Clear();
   return copied;
 }
 

@@ -3,20 +3,21 @@
 // one and pin it while they use it. A new version is written into a buffer that
 // is neither the latest nor pinned, so no reader ever sees a buffer change under
 // it. A buffer that missed earlier versions catches up in the same copy: each
-// buffer carries a "pending" log of lines changed since its own version.
+// buffer carries a "pending" set of lines changed since its own version.
 #ifndef DSM_COHERENCE_VERSION_PUBLISHER_H_
 #define DSM_COHERENCE_VERSION_PUBLISHER_H_
 
 #include <cstddef>
 #include <cstdint>
-#include <memory>
 #include <vector>
 
 #include "coherence/change_log.h"
+#include "coherence/line_set.h"
 
 namespace dsm {
 
 // The "latest" word of an area: version and buffer index in one atomic 64 bits.
+// Versions must stay below 2^56.
 struct LatestVersion {
   uint64_t version;
   uint32_t buffer;
@@ -33,28 +34,25 @@ inline constexpr LatestVersion UnpackLatest(uint64_t word) {
 // Prefers the buffer after `latest` in round-robin order, so buffers age evenly.
 int PickTargetBuffer(uint32_t buffer_count, uint32_t latest, uint32_t pinned_mask);
 
-// Copies every run of marked lines of `log` from src to dst (both area-sized).
-// The last line of an area whose size is not a multiple of 64 is copied partially.
-// Returns the bytes copied.
-size_t CopyMarkedLines(const ChangeLog& log, const uint8_t* src, uint8_t* dst, size_t area_bytes);
-
 class VersionPublisher {
  public:
   VersionPublisher(size_t area_bytes, uint32_t buffer_count);
 
-  // Writes the next version into buffer `target`: copies the lines of `dirty`
-  // plus those `target` missed, from the writer copy `src` into `dst` (the
-  // target buffer's memory). Then `dirty` is cleared and every other buffer
-  // remembers these lines as pending. Returns the bytes copied.
-  size_t Publish(ChangeLog& dirty, uint32_t target, const uint8_t* src, uint8_t* dst);
+  // Writes the next version into buffer `target`: copies the lines marked in
+  // `dirty` plus those `target` missed, from the writer copy `src` into `dst`
+  // (the target buffer's memory; both rounded up to whole lines). `dirty` is
+  // drained, every other buffer remembers its lines as pending, and `changed`
+  // (if given) receives them too. Returns the bytes copied.
+  size_t Publish(ChangeLog& dirty, uint32_t target, const uint8_t* src, uint8_t* dst,
+                 LineSet* changed = nullptr);
 
   size_t area_bytes() const { return area_bytes_; }
   uint32_t buffer_count() const { return static_cast<uint32_t>(pending_.size()); }
-  const ChangeLog& pending(uint32_t buffer) const { return *pending_[buffer]; }
+  const LineSet& pending(uint32_t buffer) const { return pending_[buffer]; }
 
  private:
   size_t area_bytes_;
-  std::vector<std::unique_ptr<ChangeLog>> pending_;
+  std::vector<LineSet> pending_;
 };
 
 }  // namespace dsm

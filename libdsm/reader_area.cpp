@@ -32,15 +32,58 @@ std::unique_ptr<ReaderArea> ReaderArea::Map(AreaControl* control, uint32_t index
   return area;
 }
 
-// The owner (Session) gives the address range back to the region reservation.
-ReaderArea::~ReaderArea() { control_->reader_pin[slot_].store(kNoPins); }
+// The owner (ClientSession) gives the area's address range back to the region
+// reservation; the parking spots are ours.
+ReaderArea::~ReaderArea() {
+  control_->reader_pin[slot_].store(kNoPins);
+  for (uint8_t* spot : spot_) {
+    if (spot) munmap(spot, control_->mapped_size);
+  }
+}
 
-bool ReaderArea::MapBuffer(uint32_t buffer) {
+bool ReaderArea::MapFresh(uint32_t buffer) {
   // MAP_POPULATE builds the page table in one pass instead of one fault per page.
   void* p = mmap(reinterpret_cast<void*>(control_->addr), control_->mapped_size, PROT_READ,
                  MAP_SHARED | MAP_FIXED | MAP_POPULATE, region_fd_,
                  static_cast<off_t>(control_->buffer_offset[buffer]));
   return p != MAP_FAILED;
+}
+
+void ReaderArea::Park(uint32_t buffer) {
+  const size_t bytes = control_->mapped_size;
+  if (!can_park_) return;
+  if (!spot_[buffer]) {
+    void* spot = mmap(nullptr, bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (spot == MAP_FAILED) return;
+    spot_[buffer] = static_cast<uint8_t*>(spot);
+  }
+  // Moves the page tables to the spot and leaves the (now empty) mapping at the
+  // area's address for the next buffer to replace: the address never has a hole.
+  void* moved = mremap(reinterpret_cast<void*>(control_->addr), bytes, bytes,
+                       MREMAP_MAYMOVE | MREMAP_FIXED | MREMAP_DONTUNMAP, spot_[buffer]);
+  if (moved == MAP_FAILED) {
+    can_park_ = false;  // e.g. hugetlbfs, or an older kernel: map afresh every time
+    return;
+  }
+  parked_[buffer] = true;
+}
+
+bool ReaderArea::Switch(uint32_t buffer) {
+  const uint32_t old = buffer_;
+  if (old != kNoBuffer) Park(old);
+  if (parked_[buffer]) {
+    void* p = mremap(spot_[buffer], control_->mapped_size, control_->mapped_size,
+                     MREMAP_MAYMOVE | MREMAP_FIXED, reinterpret_cast<void*>(control_->addr));
+    parked_[buffer] = false;
+    if (p != MAP_FAILED) {
+      // The spot is a hole now: reserve it again so nothing else lands there.
+      void* again = mmap(spot_[buffer], control_->mapped_size, PROT_NONE,
+                         MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE, -1, 0);
+      if (again != spot_[buffer]) spot_[buffer] = nullptr;
+      return true;
+    }
+  }
+  return MapFresh(buffer);
 }
 
 int ReaderArea::MoveToLatest() {
@@ -53,9 +96,9 @@ int ReaderArea::MoveToLatest() {
     // replaced `latest`, so the re-check fails and we try again.
     control_->reader_pin[slot_].store(PinWord(buffer_, latest.buffer));
     if (control_->latest.load() != word) continue;
-    if (!MapBuffer(latest.buffer)) {
+    if (!Switch(latest.buffer)) {
       const int err = errno;
-      if (buffer_ != kNoBuffer) MapBuffer(buffer_);
+      if (buffer_ != kNoBuffer) MapFresh(buffer_);
       control_->reader_pin[slot_].store(PinWord(buffer_, kNoBuffer));
       return Fail(DSM_ERR_SYSTEM, "cannot map version {} of '{}': {}", latest.version,
                   control_->name, strerror(err));

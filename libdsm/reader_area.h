@@ -35,7 +35,12 @@ class ReaderArea {
  private:
   ReaderArea(AreaControl* control, uint32_t index, uint32_t slot, int region_fd)
       : control_(control), index_(index), slot_(slot), region_fd_(region_fd) {}
-  bool MapBuffer(uint32_t buffer);
+  // Puts `buffer` at the area's address: by moving its parked, already
+  // populated mapping there (page tables move, nothing refaults), or by mapping
+  // it afresh. The buffer that was there is parked in its spot.
+  bool Switch(uint32_t buffer);
+  bool MapFresh(uint32_t buffer);
+  void Park(uint32_t buffer);
 
   AreaControl* control_;
   uint32_t index_;
@@ -43,6 +48,11 @@ class ReaderArea {
   int region_fd_;
   uint32_t buffer_ = kNoBuffer;
   uint64_t version_ = 0;
+  // Where each buffer waits, mapped and populated, while another one is at the
+  // area's address: a private PROT_NONE reservation per buffer.
+  uint8_t* spot_[kMaxReaderBuffers] = {};
+  bool parked_[kMaxReaderBuffers] = {};
+  bool can_park_ = true;  // mremap(MREMAP_DONTUNMAP) works on this backing
 };
 
 }  // namespace dsm

@@ -12,11 +12,8 @@
 #include "coherence/staleness.h"
 #include "libdsm/clock.h"
 #include "libdsm/errors.h"
+#include "libdsm/log_cache.h"
 #include "libdsm/quiescence_gate.h"
-
-// The inline dsm_log() fast path reads these.
-thread_local dsm_log_cache dsm__tls_log_cache __attribute__((tls_model("initial-exec")));
-volatile uint64_t dsm__areas_generation = 1;
 
 namespace dsm {
 
@@ -26,10 +23,6 @@ namespace {
 constexpr uint64_t kDefaultQuiesceTimeoutUs = 5000;
 // Attach polls the directory at this period while the name is unknown.
 constexpr uint32_t kAttachPollMs = 2;
-
-void BumpAreasGeneration() {
-  __atomic_add_fetch(&dsm__areas_generation, 1, __ATOMIC_SEQ_CST);
-}
 
 uint64_t EnvU64(const char* name, uint64_t fallback) {
   const char* v = std::getenv(name);
@@ -91,7 +84,7 @@ ClientSession::~ClientSession() {
     std::lock_guard lock(mu_);
     areas_.clear();
   }
-  BumpAreasGeneration();
+  ForgetAllLogCaches();
   if (region_reserved_) munmap(reinterpret_cast<void*>(segment_->header.region_base), segment_->header.region_bytes);
   if (segment_) munmap(segment_, sizeof(ControlSegment));
   if (region_fd_ >= 0) close(region_fd_);
@@ -201,8 +194,8 @@ int ClientSession::Free(const void* p) {
   req.area_index = it->second.writer ? it->second.writer->index() : it->second.reader->index();
   req.area_generation = control->generation;
   const uint64_t mapped = control->mapped_size;
-  areas_.erase(it);  // unpins and unmaps a reader; drops the writer's log
-  BumpAreasGeneration();
+  ForgetLogCaches(reinterpret_cast<uintptr_t>(p));  // before the log it points to goes
+  areas_.erase(it);  // unpins a reader; drops the writer's log
   UnmapRange(reinterpret_cast<uintptr_t>(p), mapped);
   lock.unlock();
   Reply reply{};
@@ -222,6 +215,7 @@ void ClientSession::SyncWork(uint64_t now_ns, const void* forced_area, int* forc
   std::lock_guard lock(mu_);
   for (auto& [addr, a] : areas_) {
     const bool forced = forced_area == reinterpret_cast<const void*>(addr);
+    if (forced_area && !forced) continue;  // dsm_publish(area) syncs that area only
     if (a.writer) {
       if (!forced && !a.writer->Due(now_ns)) continue;
       const uint64_t t0 = MonotonicNs();
@@ -359,12 +353,7 @@ int ClientSession::LogSlow(const void* ptr, size_t len) {
                 "'{}' ({} bytes)", len, offset, w.control()->name, w.size());
   }
   w.log().MarkBytes(offset, len);
-  dsm_log_cache& c = dsm__tls_log_cache;
-  c.base = w.addr();
-  c.size = w.size();
-  c.lines = w.log().line_bytes();
-  c.pages = w.log().page_bytes();
-  c.generation = __atomic_load_n(&dsm__areas_generation, __ATOMIC_SEQ_CST);
+  FillLogCache(w.addr(), w.size(), w.log().line_bytes(), w.log().page_bytes());
   return DSM_OK;
 }
 

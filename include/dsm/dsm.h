@@ -16,6 +16,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -139,21 +140,17 @@ int dsm_wait_version(const void *area, uint64_t v, uint32_t timeout_ms);
 #define DSM_LINE_SHIFT 6
 #define DSM_LINES_PER_PAGE_SHIFT 6
 
-/* Per-thread cache of the last area logged to, so dsm_log() is a few stores. */
+/* Per-thread cache of the last area logged to, so dsm_log() is a few stores.
+ * Filled by the library's slow path; emptied when the area is freed. */
 typedef struct dsm_log_cache {
-  uintptr_t base;      /* area address */
-  uintptr_t size;      /* area bytes; 0 = empty cache */
-  uint8_t *lines;      /* one byte per 64-byte line */
-  uint8_t *pages;      /* one byte per 64 lines */
-  uint64_t generation; /* areas_generation when filled */
+  uintptr_t base;  /* area address */
+  uintptr_t size;  /* area bytes; 0 = empty cache */
+  uint8_t *lines;  /* one byte per 64-byte line */
+  uint8_t *pages;  /* one byte per 64 lines */
 } dsm_log_cache;
 
-#ifdef __cplusplus
-extern thread_local dsm_log_cache dsm__tls_log_cache __attribute__((tls_model("initial-exec")));
-#else
-extern _Thread_local dsm_log_cache dsm__tls_log_cache __attribute__((tls_model("initial-exec")));
-#endif
-extern volatile uint64_t dsm__areas_generation;
+/* __thread rather than thread_local: no initialization guard on the fast path. */
+extern __thread dsm_log_cache dsm__tls_log_cache __attribute__((tls_model("initial-exec")));
 
 int dsm__log_slow(const void *ptr, size_t len);
 
@@ -162,16 +159,17 @@ int dsm__log_slow(const void *ptr, size_t len);
 static inline int dsm_log(const void *ptr, size_t len) {
   dsm_log_cache *c = &dsm__tls_log_cache;
   uintptr_t off = (uintptr_t)ptr - c->base;
-  if (__builtin_expect(off < c->size && len - 1 < c->size - off &&
-                           c->generation == dsm__areas_generation,
-                       1)) {
+  if (__builtin_expect(off < c->size && len - 1 < c->size - off, 1)) {
     uintptr_t first = off >> DSM_LINE_SHIFT;
     uintptr_t last = (off + len - 1) >> DSM_LINE_SHIFT;
-    if (__builtin_expect(first == last, 1)) {
-      c->lines[first] = 1;
-      c->pages[first >> DSM_LINES_PER_PAGE_SHIFT] = 1;
-      return DSM_OK;
+    c->lines[first] = 1;
+    c->pages[first >> DSM_LINES_PER_PAGE_SHIFT] = 1;
+    if (__builtin_expect(first != last, 0)) {
+      memset(c->lines + first, 1, last - first + 1);
+      memset(c->pages + (first >> DSM_LINES_PER_PAGE_SHIFT), 1,
+             (last >> DSM_LINES_PER_PAGE_SHIFT) - (first >> DSM_LINES_PER_PAGE_SHIFT) + 1);
     }
+    return DSM_OK;
   }
   return dsm__log_slow(ptr, len);
 }

@@ -1,0 +1,92 @@
+#include "coherence/line_set.h"
+
+#include <emmintrin.h>
+
+#include <algorithm>
+#include <cstring>
+
+namespace dsm {
+
+LineSet::LineSet(size_t area_bytes)
+    : lines_((area_bytes + kLineBytes - 1) / kLineBytes),
+      masks_((lines_ + kLinesPerPage - 1) / kLinesPerPage, 0),
+      listed_(masks_.size(), 0) {}
+
+void LineSet::AddLines(size_t first, size_t count) {
+  if (first >= lines_ || count == 0) return;
+  count = std::min(count, lines_ - first);
+  const size_t last = first + count - 1;
+  for (size_t page = first / kLinesPerPage; page <= last / kLinesPerPage; ++page) {
+    const size_t lo = std::max(first, page * kLinesPerPage) - page * kLinesPerPage;
+    const size_t hi = std::min(last, page * kLinesPerPage + kLinesPerPage - 1) - page * kLinesPerPage;
+    const uint64_t mask = hi - lo == 63 ? ~uint64_t{0} : ((uint64_t{1} << (hi - lo + 1)) - 1) << lo;
+    AddMask(page, mask);
+  }
+}
+
+void LineSet::Merge(const LineSet& other) {
+  other.ForEachPage([&](size_t page, uint64_t mask) { AddMask(page, mask); });
+}
+
+size_t LineSet::CountLines() const {
+  size_t n = 0;
+  ForEachPage([&](size_t, uint64_t mask) { n += static_cast<size_t>(__builtin_popcountll(mask)); });
+  return n;
+}
+
+size_t LineSet::count_pages() const {
+  size_t n = 0;
+  ForEachPage([&](size_t, uint64_t) { ++n; });
+  return n;
+}
+
+void LineSet::Clear() {
+  for (uint32_t page : listed_pages_) {
+    masks_[page] = 0;
+    listed_[page] = 0;
+  }
+  listed_pages_.clear();
+}
+
+void LineSet::SortPages() const {
+  // Pages stay listed when their mask is cleared; sorting keeps them (harmless:
+  // iteration skips empty masks) so listed_ stays consistent without mutation.
+  std::sort(listed_pages_.begin(), listed_pages_.end());
+}
+
+uint64_t LineBytesToMask(const uint8_t* line_bytes) {
+  // SSE2 (baseline x86-64): compare 16 bytes with zero, gather their top bits.
+  const __m128i zero = _mm_setzero_si128();
+  uint64_t mask = 0;
+  for (int i = 0; i < 4; ++i) {
+    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(line_bytes + 16 * i));
+    const auto is_zero = static_cast<uint32_t>(_mm_movemask_epi8(_mm_cmpeq_epi8(v, zero)));
+    mask |= static_cast<uint64_t>(~is_zero & 0xffffu) << (16 * i);
+  }
+  return mask;
+}
+
+size_t CopyPageLines(size_t page, uint64_t mask, const uint8_t* src, uint8_t* dst) {
+  const size_t base = page * kLinesPerPage * kLineBytes;
+  if (mask == ~uint64_t{0}) {
+    std::memcpy(dst + base, src + base, kLinesPerPage * kLineBytes);
+    return kLinesPerPage * kLineBytes;
+  }
+  size_t copied = 0;
+  while (mask != 0) {
+    const unsigned start = static_cast<unsigned>(__builtin_ctzll(mask));
+    const uint64_t shifted = mask >> start;
+    const unsigned len = static_cast<unsigned>(__builtin_ctzll(~shifted));  // shifted != ~0 here
+    const size_t off = base + size_t{start} * kLineBytes;
+    if (len == 1) {
+      std::memcpy(dst + off, src + off, kLineBytes);  // constant size: inlined
+    } else {
+      std::memcpy(dst + off, src + off, size_t{len} * kLineBytes);
+    }
+    copied += size_t{len} * kLineBytes;
+    mask &= ~(((uint64_t{1} << len) - 1) << start);
+  }
+  return copied;
+}
+
+}  // namespace dsm

@@ -1,0 +1,103 @@
+// A set of 64-byte lines of an area, as one 64-bit mask per page of 64 lines
+// plus the list of pages whose mask is non-zero. Used for the logs the library
+// keeps for itself (what a reader buffer or a remote host has missed), where
+// merging, iterating and clearing must cost in proportion to the pages touched,
+// not to the area. (ChangeLog, one byte per line, is the log dsm_log() writes.)
+#ifndef DSM_COHERENCE_LINE_SET_H_
+#define DSM_COHERENCE_LINE_SET_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "coherence/constants.h"
+
+namespace dsm {
+
+class LineSet {
+ public:
+  explicit LineSet(size_t area_bytes);
+
+  size_t lines() const { return lines_; }
+  size_t pages() const { return masks_.size(); }
+
+  // Adds the lines of `mask` (bit i = line page * 64 + i) to page `page`.
+  void AddMask(size_t page, uint64_t mask) {
+    if (mask == 0) return;
+    masks_[page] |= mask;
+    if (!listed_[page]) {
+      listed_[page] = 1;
+      listed_pages_.push_back(static_cast<uint32_t>(page));
+    }
+  }
+  // Adds lines [first, first + count), clipped to the area.
+  void AddLines(size_t first, size_t count);
+  void AddAll() { AddLines(0, lines_); }
+  void Merge(const LineSet& other);
+  // Empties one page (it stays in the page list until Clear; iteration skips it).
+  void ClearPage(size_t page) { masks_[page] = 0; }
+
+  uint64_t mask(size_t page) const { return masks_[page]; }
+  bool Test(size_t line) const { return (masks_[line / kLinesPerPage] >> (line % kLinesPerPage)) & 1; }
+  bool Empty() const { return count_pages() == 0; }
+  size_t CountLines() const;
+  void Clear();
+
+  // Calls fn(page, mask) once for each page with a non-zero mask (in the order
+  // pages were first added, not sorted).
+  template <typename Fn>
+  void ForEachPage(Fn&& fn) const {
+    for (uint32_t page : listed_pages_) {
+      if (masks_[page] != 0) fn(page, masks_[page]);
+    }
+  }
+  // Calls fn(first_line, count) for each maximal run of lines, in address order.
+  template <typename Fn>
+  void ForEachRun(Fn&& fn) const;
+
+
+ private:
+  size_t count_pages() const;
+  void SortPages() const;
+
+  size_t lines_;
+  std::vector<uint64_t> masks_;
+  std::vector<uint8_t> listed_;  // page is in listed_pages_
+  mutable std::vector<uint32_t> listed_pages_;  // each once; masks may have become 0
+};
+
+// The mask of one page's 64 line bytes (byte != 0 -> bit set).
+uint64_t LineBytesToMask(const uint8_t* line_bytes);
+
+// Copies the lines of `mask` in page `page` from src to dst (area-relative
+// pointers); runs are copied with one memcpy each. Returns bytes copied.
+size_t CopyPageLines(size_t page, uint64_t mask, const uint8_t* src, uint8_t* dst);
+
+template <typename Fn>
+void LineSet::ForEachRun(Fn&& fn) const {
+  SortPages();
+  size_t run_first = 0, run_count = 0;
+  for (uint32_t page : listed_pages_) {
+    uint64_t m = masks_[page];
+    while (m != 0) {
+      const unsigned start = static_cast<unsigned>(__builtin_ctzll(m));
+      const uint64_t shifted = m >> start;
+      const unsigned len = shifted == ~uint64_t{0} ? 64 - start
+                                                    : static_cast<unsigned>(__builtin_ctzll(~shifted));
+      const size_t first = size_t{page} * kLinesPerPage + start;
+      if (run_count != 0 && run_first + run_count == first) {
+        run_count += len;
+      } else {
+        if (run_count != 0) fn(run_first, run_count);
+        run_first = first;
+        run_count = len;
+      }
+      m = len >= 64 ? 0 : m & ~(((uint64_t{1} << len) - 1) << start);
+    }
+  }
+  if (run_count != 0) fn(run_first, run_count);
+}
+
+}  // namespace dsm
+
+#endif  // DSM_COHERENCE_LINE_SET_H_

@@ -1,0 +1,63 @@
+#include "libdsm/log_cache.h"
+
+#include <algorithm>
+#include <mutex>
+#include <vector>
+
+#include "dsm/dsm.h"
+
+__thread dsm_log_cache dsm__tls_log_cache __attribute__((tls_model("initial-exec")));
+
+namespace dsm {
+
+namespace {
+
+struct Registry {
+  std::mutex mu;
+  std::vector<dsm_log_cache*> caches;
+};
+// Never destroyed: threads may exit after static destructors ran.
+Registry& registry() {
+  static Registry* r = new Registry();
+  return *r;
+}
+
+struct ThreadEntry {
+  bool registered = false;
+  ~ThreadEntry() {
+    if (!registered) return;
+    std::lock_guard lock(registry().mu);
+    std::erase(registry().caches, &dsm__tls_log_cache);
+  }
+};
+thread_local ThreadEntry t_entry;
+
+}  // namespace
+
+void FillLogCache(uintptr_t base, uint64_t size, uint8_t* lines, uint8_t* pages) {
+  std::lock_guard lock(registry().mu);
+  if (!t_entry.registered) {
+    registry().caches.push_back(&dsm__tls_log_cache);
+    t_entry.registered = true;
+  }
+  dsm_log_cache& c = dsm__tls_log_cache;
+  c.size = 0;  // never valid with a half-updated base
+  c.base = base;
+  c.lines = lines;
+  c.pages = pages;
+  c.size = size;
+}
+
+void ForgetLogCaches(uintptr_t base) {
+  std::lock_guard lock(registry().mu);
+  for (dsm_log_cache* c : registry().caches) {
+    if (c->base == base) c->size = 0;
+  }
+}
+
+void ForgetAllLogCaches() {
+  std::lock_guard lock(registry().mu);
+  for (dsm_log_cache* c : registry().caches) c->size = 0;
+}
+
+}  // namespace dsm
