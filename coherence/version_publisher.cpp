@@ -23,6 +23,16 @@ size_t VersionPublisher::Publish(ChangeLog& dirty, uint32_t target, const uint8_
     for (LineSet& p : pending_) p.AddMask(page, mask);
     if (changed) changed->AddMask(page, mask);
   });
+  return CopyPending(target, src, dst);
+}
+
+size_t VersionPublisher::PublishLines(const LineSet& dirty, uint32_t target, const uint8_t* src,
+                                      uint8_t* dst) {
+  for (LineSet& p : pending_) p.Merge(dirty);
+  return CopyPending(target, src, dst);
+}
+
+size_t VersionPublisher::CopyPending(uint32_t target, const uint8_t* src, uint8_t* dst) {
   LineSet& todo = pending_[target];
   size_t copied = 0;
   todo.ForEachPage([&](size_t page, uint64_t mask) { copied += CopyPageLines(page, mask, src, dst); });

@@ -45,12 +45,17 @@ class VersionPublisher {
   // (if given) receives them too. Returns the bytes copied.
   size_t Publish(ChangeLog& dirty, uint32_t target, const uint8_t* src, uint8_t* dst,
                  LineSet* changed = nullptr);
+  // The same for changes already gathered in a LineSet (a replica's daemon).
+  size_t PublishLines(const LineSet& dirty, uint32_t target, const uint8_t* src, uint8_t* dst);
 
   size_t area_bytes() const { return area_bytes_; }
   uint32_t buffer_count() const { return static_cast<uint32_t>(pending_.size()); }
   const LineSet& pending(uint32_t buffer) const { return pending_[buffer]; }
 
  private:
+  // Copies what `target` lacks from src to dst and forgets it.
+  size_t CopyPending(uint32_t target, const uint8_t* src, uint8_t* dst);
+
   size_t area_bytes_;
   std::vector<LineSet> pending_;
 };

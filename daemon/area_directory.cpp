@@ -86,6 +86,9 @@ DirectoryResult AreaDirectory::Alloc(const Client& client, const Request& req, u
     return Error(DSM_ERR_NO_SPACE, fmt::format("the host has {} areas, the maximum", kMaxAreas));
   }
   const uint64_t mapped = RoundUp(req.size, page);
+  const uint64_t export_pages = (req.size + kPageBytes - 1) / kPageBytes;
+  const uint64_t export_bytes = RoundUp(2 * export_pages * sizeof(uint64_t), page);
+  const uint64_t backing_bytes = mapped * copies + export_bytes;
   const auto addr_off = address_alloc_.Allocate(mapped, page);
   if (!addr_off) {
     return Error(DSM_ERR_NO_SPACE,
@@ -93,13 +96,13 @@ DirectoryResult AreaDirectory::Alloc(const Client& client, const Request& req, u
                              "range {} bytes",
                              mapped, address_alloc_.largest_free()));
   }
-  const auto back_off = backing_alloc_.Allocate(mapped * copies, page);
+  const auto back_off = backing_alloc_.Allocate(backing_bytes, page);
   if (!back_off) {
     address_alloc_.Release(*addr_off, mapped);
     return Error(DSM_ERR_NO_SPACE,
                  fmt::format("the host's backing memory is full: area '{}' needs {} bytes ({} "
                              "copies), {} of {} bytes free (raise dsmd --region-size)",
-                             name, mapped * copies, copies, backing_alloc_.free_bytes(),
+                             name, backing_bytes, copies, backing_alloc_.free_bytes(),
                              backing_alloc_.capacity()));
   }
   const ControlHeader& hdr = segment_->header;
@@ -124,6 +127,19 @@ DirectoryResult AreaDirectory::Alloc(const Client& client, const Request& req, u
     a.buffer_version[b].store(0);
     a.buffer_published_ns[b].store(now_ns);
   }
+  a.origin_host = hdr.host_id;
+  a.origin_index = index;
+  a.origin_generation = a.generation;
+  a.is_replica = 0;
+  a.export_offset = *back_off + mapped * copies;
+  a.export_pages = export_pages;
+  a.export_bytes = export_bytes;
+  a.backing_bytes = backing_bytes;
+  a.export_enabled.store(0);
+  a.export_index.store(0);
+  a.export_seq.store(0);
+  a.export_version[0].store(0);
+  a.export_version[1].store(0);
   a.latest.store(PackLatest(0, 0));
   a.confirmed_ns.store(now_ns);
   a.publishes.store(0);
@@ -243,9 +259,8 @@ void AreaDirectory::Unname(uint32_t index) {
 
 void AreaDirectory::Release(uint32_t index) {
   AreaControl& a = area(index);
-  const uint64_t copies = 1 + a.buffer_count;
-  ReleaseBackingMemory(backing_, a.writer_offset, a.mapped_size * copies);
-  backing_alloc_.Release(a.writer_offset, a.mapped_size * copies);
+  ReleaseBackingMemory(backing_, a.writer_offset, a.backing_bytes);
+  backing_alloc_.Release(a.writer_offset, a.backing_bytes);
   address_alloc_.Release(a.addr - segment_->header.slice_base, a.mapped_size);
   a.state.store(static_cast<uint32_t>(AreaState::kFree));
 }

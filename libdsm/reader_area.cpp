@@ -8,14 +8,9 @@
 #include "coherence/version_publisher.h"
 #include "dsm/dsm.h"
 #include "libdsm/errors.h"
+#include "libdsm/publish_protocol.h"
 
 namespace dsm {
-
-namespace {
-// A writer publishing faster than we can pin makes us retry; give up after this
-// many attempts and keep the current version until the next quiescent point.
-constexpr int kPinAttempts = 16;
-}  // namespace
 
 std::unique_ptr<ReaderArea> ReaderArea::Map(AreaControl* control, uint32_t index, uint32_t slot,
                                             int region_fd) {
@@ -87,29 +82,20 @@ bool ReaderArea::Switch(uint32_t buffer) {
 }
 
 int ReaderArea::MoveToLatest() {
-  for (int attempt = 0; attempt < kPinAttempts; ++attempt) {
-    const uint64_t word = control_->latest.load();
-    const LatestVersion latest = UnpackLatest(word);
-    if (buffer_ != kNoBuffer && latest.version <= version_) return DSM_OK;
-    // Pin the candidate next to the current buffer, then confirm it is still the
-    // latest: a writer that chose it as a target before seeing our pin has since
-    // replaced `latest`, so the re-check fails and we try again.
-    control_->reader_pin[slot_].store(PinWord(buffer_, latest.buffer));
-    if (control_->latest.load() != word) continue;
-    if (!Switch(latest.buffer)) {
-      const int err = errno;
-      if (buffer_ != kNoBuffer) MapFresh(buffer_);
-      control_->reader_pin[slot_].store(PinWord(buffer_, kNoBuffer));
-      return Fail(DSM_ERR_SYSTEM, "cannot map version {} of '{}': {}", latest.version,
-                  control_->name, strerror(err));
-    }
-    buffer_ = latest.buffer;
-    version_ = latest.version;
-    control_->reader_pin[slot_].store(PinWord(buffer_, kNoBuffer));
-    return DSM_OK;
+  if (buffer_ != kNoBuffer && (control_->latest.load() >> 8) <= version_) return DSM_OK;
+  LatestVersion latest{};
+  if (!PinLatest(*control_, slot_, buffer_, &latest)) return DSM_ERR_BUSY;
+  if (!Switch(latest.buffer)) {
+    const int err = errno;
+    if (buffer_ != kNoBuffer) MapFresh(buffer_);
+    SetPin(*control_, slot_, buffer_);
+    return Fail(DSM_ERR_SYSTEM, "cannot map version {} of '{}': {}", latest.version,
+                control_->name, strerror(err));
   }
-  control_->reader_pin[slot_].store(PinWord(buffer_, kNoBuffer));
-  return DSM_ERR_BUSY;
+  buffer_ = latest.buffer;
+  version_ = latest.version;
+  SetPin(*control_, slot_, buffer_);
+  return DSM_OK;
 }
 
 }  // namespace dsm

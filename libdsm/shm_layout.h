@@ -14,7 +14,7 @@
 namespace dsm {
 
 inline constexpr uint64_t kControlMagic = 0x4d53442d4c54434eULL;  // "NCTL-DSM"
-inline constexpr uint32_t kLayoutVersion = 1;
+inline constexpr uint32_t kLayoutVersion = 2;
 inline constexpr uint32_t kNoBuffer = 0xff;
 // A reader's pin word: the buffer it maps (low byte) and the one it is moving to
 // (second byte); kNoBuffer in a byte pins nothing.
@@ -47,8 +47,20 @@ struct alignas(64) AreaControl {
   uint32_t buffer_count;
   uint64_t sync_interval_ns;
   uint64_t staleness_bound_ns;
-  uint64_t writer_offset;  // offset of the writer copy in the region backing
+  uint64_t writer_offset;  // writer copy (a replica: the daemon's staging copy)
   uint64_t buffer_offset[kMaxReaderBuffers];
+  // Where the area comes from: this host's own process, or (is_replica) an area
+  // of origin_host that dsmd replicates here and publishes locally.
+  uint32_t origin_host;
+  uint32_t origin_index;
+  uint32_t origin_generation;
+  uint32_t is_replica;
+  // Two export logs (one uint64 line mask per page each) through which the
+  // writer tells dsmd what each version changed, for shipping to other hosts.
+  uint64_t export_offset;
+  uint64_t export_pages;  // masks per log (0: no export logs, as on replicas)
+  uint64_t export_bytes;  // both logs, rounded up to the backing page
+  uint64_t backing_bytes;  // everything the area holds in the backing, from writer_offset
 
   // The publish protocol. `latest` = PackLatest(version, buffer) of the newest
   // complete version. A reader pins a buffer in its slot before using it and
@@ -58,6 +70,16 @@ struct alignas(64) AreaControl {
   std::atomic<uint64_t> confirmed_ns;  // writer was quiescent and `latest` was its state
   std::atomic<uint64_t> buffer_version[kMaxReaderBuffers];
   std::atomic<uint64_t> buffer_published_ns[kMaxReaderBuffers];
+
+  // Export protocol (writer process -> dsmd), active once export_enabled: the
+  // writer makes export_seq odd, ORs a version's lines into log[export_index],
+  // records export_version[export_index], makes export_seq even, and only then
+  // stores `latest`. dsmd flips export_index, waits for an even export_seq and
+  // reads the old log at leisure.
+  alignas(64) std::atomic<uint32_t> export_enabled;
+  std::atomic<uint32_t> export_index;
+  std::atomic<uint64_t> export_seq;
+  std::atomic<uint64_t> export_version[2];
 
   // Counters for status and dsmctl (written by the writer process).
   alignas(64) std::atomic<uint64_t> publishes;

@@ -7,6 +7,7 @@
 
 #include "dsm/dsm.h"
 #include "libdsm/errors.h"
+#include "libdsm/publish_protocol.h"
 
 namespace dsm {
 
@@ -14,7 +15,8 @@ WriterArea::WriterArea(AreaControl* control, uint32_t index)
     : control_(control),
       index_(index),
       log_(control->size),
-      publisher_(control->size, control->buffer_count) {}
+      publisher_(control->size, control->buffer_count),
+      changed_(control->size) {}
 
 std::unique_ptr<WriterArea> WriterArea::Map(AreaControl* control, uint32_t index, int region_fd) {
   std::unique_ptr<WriterArea> area(new WriterArea(control, index));
@@ -35,6 +37,15 @@ std::unique_ptr<WriterArea> WriterArea::Map(AreaControl* control, uint32_t index
     }
     area->buffers_[b] = static_cast<uint8_t*>(p);
   }
+  if (control->export_pages != 0) {
+    void* logs = mmap(nullptr, control->export_bytes, PROT_READ | PROT_WRITE, MAP_SHARED,
+                      region_fd, static_cast<off_t>(control->export_offset));
+    if (logs == MAP_FAILED) {
+      Fail(DSM_ERR_SYSTEM, "cannot map the export log of '{}': {}", control->name, strerror(errno));
+      return nullptr;
+    }
+    area->export_logs_ = static_cast<uint64_t*>(logs);
+  }
   return area;
 }
 
@@ -42,6 +53,7 @@ WriterArea::~WriterArea() {
   for (uint8_t* b : buffers_) {
     if (b) munmap(b, control_->mapped_size);
   }
+  if (export_logs_) munmap(export_logs_, control_->export_bytes);
 }
 
 int WriterArea::Publish(uint64_t now_ns) {
@@ -51,29 +63,22 @@ int WriterArea::Publish(uint64_t now_ns) {
     control_->confirmed_ns.store(now_ns);
     return DSM_OK;
   }
-  const LatestVersion latest = UnpackLatest(control_->latest.load());
-  uint32_t pinned = 0;
-  for (uint32_t s = 0; s < kMaxReadersPerArea; ++s) {
-    const uint32_t pins = control_->reader_pin[s].load();
-    for (uint32_t b : {pins & 0xff, (pins >> 8) & 0xff}) {
-      if (b < kMaxReaderBuffers) pinned |= 1u << b;
-    }
-  }
-  const int target = PickTargetBuffer(control_->buffer_count, latest.buffer, pinned);
+  const int target = ChoosePublishTarget(*control_);
   if (target < 0) {
-    control_->publishes_deferred.fetch_add(1, std::memory_order_relaxed);
     return Fail(DSM_ERR_BUSY, "'{}': local readers still hold every spare buffer; the changes "
                 "stay logged for the next publish", control_->name);
   }
   const auto* src = reinterpret_cast<const uint8_t*>(control_->addr);
-  const size_t bytes = publisher_.Publish(log_, static_cast<uint32_t>(target), src, buffers_[target]);
-  version_ = latest.version + 1;
-  control_->buffer_version[target].store(version_);
-  control_->buffer_published_ns[target].store(now_ns);
-  control_->latest.store(PackLatest(version_, static_cast<uint32_t>(target)));
-  control_->confirmed_ns.store(now_ns);
-  control_->publishes.fetch_add(1, std::memory_order_relaxed);
-  control_->bytes_published.fetch_add(bytes, std::memory_order_relaxed);
+  const bool exporting = export_logs_ && control_->export_enabled.load();
+  const size_t bytes = publisher_.Publish(log_, static_cast<uint32_t>(target), src,
+                                          buffers_[target], exporting ? &changed_ : nullptr);
+  version_ = UnpackLatest(control_->latest.load()).version + 1;
+  if (exporting) {
+    // Before `latest` moves: whoever sees the version finds its lines logged.
+    ExportChanges(*control_, export_logs_, changed_, version_);
+    changed_.Clear();
+  }
+  CompletePublish(*control_, static_cast<uint32_t>(target), version_, now_ns, bytes);
   return DSM_OK;
 }
 

@@ -40,7 +40,9 @@ class WriterArea {
   uint32_t index_;
   ChangeLog log_;
   VersionPublisher publisher_;
+  LineSet changed_;  // lines of the version being published, for export
   uint8_t* buffers_[kMaxReaderBuffers] = {};
+  uint64_t* export_logs_ = nullptr;  // two logs of export_pages masks each
   uint64_t version_ = 0;
   uint64_t next_sync_ns_ = 0;
 };

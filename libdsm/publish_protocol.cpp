@@ -1,0 +1,69 @@
+#include "libdsm/publish_protocol.h"
+
+#include <atomic>
+
+namespace dsm {
+
+uint32_t PinnedBuffers(const AreaControl& area) {
+  uint32_t pinned = 0;
+  for (uint32_t s = 0; s < kMaxReadersPerArea; ++s) {
+    const uint32_t pins = area.reader_pin[s].load();
+    for (uint32_t b : {pins & 0xff, (pins >> 8) & 0xff}) {
+      if (b < kMaxReaderBuffers) pinned |= 1u << b;
+    }
+  }
+  return pinned;
+}
+
+int ChoosePublishTarget(AreaControl& area) {
+  const LatestVersion latest = UnpackLatest(area.latest.load());
+  const int target = PickTargetBuffer(area.buffer_count, latest.buffer, PinnedBuffers(area));
+  if (target < 0) area.publishes_deferred.fetch_add(1, std::memory_order_relaxed);
+  return target;
+}
+
+void CompletePublish(AreaControl& area, uint32_t target, uint64_t version, uint64_t now_ns,
+                     size_t bytes_copied) {
+  area.buffer_version[target].store(version);
+  area.buffer_published_ns[target].store(now_ns);
+  area.latest.store(PackLatest(version, target));
+  area.confirmed_ns.store(now_ns);
+  area.publishes.fetch_add(1, std::memory_order_relaxed);
+  area.bytes_published.fetch_add(bytes_copied, std::memory_order_relaxed);
+}
+
+bool PinLatest(AreaControl& area, uint32_t slot, uint32_t current, LatestVersion* out) {
+  // A writer may pick a buffer as its target just before our pin becomes
+  // visible; it then has already moved `latest` away from that buffer, so the
+  // re-check fails and we try again. Bounded: a writer publishing faster than we
+  // can pin makes us give up until the next attempt.
+  constexpr int kAttempts = 16;
+  for (int attempt = 0; attempt < kAttempts; ++attempt) {
+    const uint64_t word = area.latest.load();
+    const LatestVersion latest = UnpackLatest(word);
+    area.reader_pin[slot].store(PinWord(current, latest.buffer));
+    if (area.latest.load() == word) {
+      *out = latest;
+      return true;
+    }
+  }
+  SetPin(area, slot, current);
+  return false;
+}
+
+void SetPin(AreaControl& area, uint32_t slot, uint32_t current) {
+  area.reader_pin[slot].store(PinWord(current, kNoBuffer));
+}
+
+void ExportChanges(AreaControl& area, uint64_t* logs, const LineSet& changed, uint64_t version) {
+  area.export_seq.fetch_add(1);  // odd: dsmd must not read the log we write
+  const uint32_t index = area.export_index.load();
+  uint64_t* log = logs + index * area.export_pages;
+  changed.ForEachPage([&](size_t page, uint64_t mask) {
+    std::atomic_ref<uint64_t>(log[page]).fetch_or(mask, std::memory_order_relaxed);
+  });
+  area.export_version[index].store(version);
+  area.export_seq.fetch_add(1);  // even again
+}
+
+}  // namespace dsm

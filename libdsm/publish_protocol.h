@@ -1,0 +1,40 @@
+// The steps of the local publish protocol on an AreaControl, shared by writer
+// processes (WriterArea), readers (ReaderArea) and dsmd (which publishes
+// replicas of remote areas and reads local areas to ship them). The protocol
+// itself is described in docs/region-layout.md.
+#ifndef DSM_LIBDSM_PUBLISH_PROTOCOL_H_
+#define DSM_LIBDSM_PUBLISH_PROTOCOL_H_
+
+#include <cstddef>
+#include <cstdint>
+
+#include "coherence/line_set.h"
+#include "coherence/version_publisher.h"
+#include "libdsm/shm_layout.h"
+
+namespace dsm {
+
+// Buffers some reader pins (bit i = buffer i).
+uint32_t PinnedBuffers(const AreaControl& area);
+
+// The buffer the next version goes to, or -1 when readers pin every spare
+// (counted in publishes_deferred).
+int ChoosePublishTarget(AreaControl& area);
+
+// Makes `target`, now holding `version`, the latest version (after its copy).
+void CompletePublish(AreaControl& area, uint32_t target, uint64_t version, uint64_t now_ns,
+                     size_t bytes_copied);
+
+// Pins the newest complete version in reader slot `slot`, next to `current`
+// (which stays pinned). Returns false if the writer kept replacing it.
+bool PinLatest(AreaControl& area, uint32_t slot, uint32_t current, LatestVersion* out);
+// Leaves only `current` pinned in the slot (kNoBuffer: nothing).
+void SetPin(AreaControl& area, uint32_t slot, uint32_t current);
+
+// Writer side of the export protocol: records `changed` as the lines of
+// `version` in the current export log. `logs` is the mapped pair of logs.
+void ExportChanges(AreaControl& area, uint64_t* logs, const LineSet& changed, uint64_t version);
+
+}  // namespace dsm
+
+#endif  // DSM_LIBDSM_PUBLISH_PROTOCOL_H_
