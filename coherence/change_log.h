@@ -47,10 +47,6 @@ class ChangeLog {
   template <typename Fn>
   void Drain(Fn&& fn);
 
-  // Calls fn(first_line, count) for each maximal run of marked lines, in order.
-  template <typename Fn>
-  void ForEachRun(Fn&& fn) const;
-
   // Raw bytes for dsm_log()'s inline fast path.
   uint8_t* line_bytes() { return line_bytes_.get(); }
   uint8_t* page_bytes() { return page_bytes_.get(); }
@@ -74,49 +70,6 @@ void ChangeLog::Drain(Fn&& fn) {
     std::memset(bytes, 0, kLinesPerPage);
     page_bytes_[page] = 0;
   }
-}
-
-template <typename Fn>
-void ChangeLog::ForEachRun(Fn&& fn) const {
-  size_t run_first = 0;
-  size_t run_count = 0;
-  for (size_t page = NextDirtyPage(0); page < pages_; page = NextDirtyPage(page + 1)) {
-    const uint8_t* bytes = line_bytes_.get() + page * kLinesPerPage;
-    const size_t base = page * kLinesPerPage;
-    for (size_t word = 0; word < kLinesPerPage / 8; ++word) {
-      uint64_t w;
-      std::memcpy(&w, bytes + word * 8, 8);
-      if (w == 0) {
-        if (run_count) {
-          fn(run_first, run_count);
-          run_count = 0;
-        }
-        continue;
-      }
-      for (size_t i = 0; i < 8; ++i) {
-        const size_t line = base + word * 8 + i;
-        if ((w >> (i * 8)) & 0xff) {
-          if (run_count && run_first + run_count == line) {
-            ++run_count;
-          } else {
-            if (run_count) fn(run_first, run_count);
-            run_first = line;
-            run_count = 1;
-          }
-        } else if (run_count) {
-          fn(run_first, run_count);
-          run_count = 0;
-        }
-      }
-    }
-    // A run ending exactly at a page's last line may continue into the next page;
-    // if the next page is clean, close it now.
-    if (run_count && (page + 1 >= pages_ || page_bytes_[page + 1] == 0)) {
-      fn(run_first, run_count);
-      run_count = 0;
-    }
-  }
-  if (run_count) fn(run_first, run_count);
 }
 
 }  // namespace dsm

@@ -238,9 +238,115 @@ void AreaDirectory::ClientGone(const Client& client) {
   }
 }
 
+std::optional<uint32_t> AreaDirectory::ReserveDaemonSlot(uint32_t index) {
+  AreaControl& a = area(index);
+  for (uint32_t s = 0; s < kMaxReadersPerArea; ++s) {
+    if (a.reader_client[s].load() == kDaemonClientId) return s;
+  }
+  for (uint32_t s = 0; s < kMaxReadersPerArea; ++s) {
+    if (a.reader_client[s].load() == 0) {
+      a.reader_pin[s].store(kNoPins);
+      a.reader_client[s].store(kDaemonClientId);
+      return s;
+    }
+  }
+  return std::nullopt;
+}
+
+std::optional<uint32_t> AreaDirectory::CreateReplica(const wire::DirectoryEntry& origin,
+                                                     uint16_t origin_host, uint64_t now_ns,
+                                                     std::string* error) {
+  const uint64_t page = backing_.page_bytes;
+  const uint32_t buffers = origin.reader_buffers >= 2 && origin.reader_buffers <= kMaxReaderBuffers
+                               ? origin.reader_buffers
+                               : kDefaultReaderBuffers;
+  if (origin.mapped_size % page != 0 || origin.addr % page != 0) {
+    *error = "its size or address is not a multiple of this host's backing page";
+    return std::nullopt;
+  }
+  uint32_t index = kMaxAreas;
+  for (uint32_t i = 0; i < kMaxAreas; ++i) {
+    if (area(i).state.load() == static_cast<uint32_t>(AreaState::kFree)) {
+      index = i;
+      break;
+    }
+  }
+  if (index == kMaxAreas) {
+    *error = "this host has the maximum number of areas";
+    return std::nullopt;
+  }
+  // A staging copy (where the writer copy would be) and the reader buffers.
+  const uint64_t bytes = origin.mapped_size * (1 + buffers);
+  const auto back_off = backing_alloc_.Allocate(bytes, page);
+  if (!back_off) {
+    *error = fmt::format("the backing memory is full ({} bytes needed, {} free; raise dsmd "
+                         "--region-size)", bytes, backing_alloc_.free_bytes());
+    return std::nullopt;
+  }
+  AreaControl& a = area(index);
+  a.generation += 1;
+  std::memcpy(a.name, origin.name, sizeof(a.name));
+  a.name[kMaxNameBytes - 1] = '\0';
+  a.addr = origin.addr;
+  a.size = origin.size;
+  a.mapped_size = origin.mapped_size;
+  a.writer_pid = 0;
+  a.writer_client = kDaemonClientId;
+  a.owner_host = origin_host;
+  a.buffer_count = buffers;
+  a.sync_interval_ns = uint64_t{origin.sync_interval_us} * 1000;
+  a.staleness_bound_ns = uint64_t{origin.staleness_bound_ms} * 1000000;
+  a.writer_offset = *back_off;
+  for (uint32_t b = 0; b < kMaxReaderBuffers; ++b) {
+    a.buffer_offset[b] = b < buffers ? *back_off + (1 + b) * origin.mapped_size : 0;
+    a.buffer_version[b].store(0);
+    a.buffer_published_ns[b].store(now_ns);
+  }
+  a.origin_host = origin_host;
+  a.origin_index = origin.area_index;
+  a.origin_generation = origin.area_generation;
+  a.is_replica = 1;
+  a.export_offset = 0;
+  a.export_pages = 0;
+  a.export_bytes = 0;
+  a.backing_bytes = bytes;
+  a.export_enabled.store(0);
+  a.latest.store(PackLatest(0, 0));
+  a.confirmed_ns.store(0);
+  for (uint32_t s = 0; s < kMaxReadersPerArea; ++s) {
+    a.reader_pin[s].store(kNoPins);
+    a.reader_client[s].store(0);
+  }
+  a.state.store(static_cast<uint32_t>(AreaState::kLive), std::memory_order_release);
+  return index;
+}
+
+bool AreaDirectory::NameReplica(uint32_t index) {
+  const std::string name(area(index).name);
+  if (by_name_.count(name)) return false;  // a local area of that name wins
+  by_name_[name] = index;
+  return true;
+}
+
+void AreaDirectory::SetReplicaWriterAlive(uint32_t index, bool alive) {
+  AreaControl& a = area(index);
+  const auto state = static_cast<AreaState>(a.state.load());
+  if (alive && state == AreaState::kSealed) a.state.store(static_cast<uint32_t>(AreaState::kLive));
+  if (!alive && state == AreaState::kLive) a.state.store(static_cast<uint32_t>(AreaState::kSealed));
+}
+
+bool AreaDirectory::Named(uint32_t index) const {
+  auto it = by_name_.find(segment_->areas[index].name);
+  return it != by_name_.end() && it->second == index;
+}
+
 bool AreaDirectory::HasReaders(const AreaControl& a) const {
+  // dsmd's own slot (shipping to other hosts) does not keep an area alive.
   return std::any_of(std::begin(a.reader_client), std::end(a.reader_client),
-                     [](const std::atomic<uint32_t>& c) { return c.load() != 0; });
+                     [](const std::atomic<uint32_t>& c) {
+                       const uint32_t id = c.load();
+                       return id != 0 && id != kDaemonClientId;
+                     });
 }
 
 void AreaDirectory::ReleaseIfUnused(uint32_t index) {

@@ -8,12 +8,18 @@
 #include <string>
 #include <unordered_map>
 
+#include <optional>
+
+#include "coherence/wire_format.h"
 #include "daemon/backing.h"
 #include "daemon/range_allocator.h"
 #include "libdsm/control_protocol.h"
 #include "libdsm/shm_layout.h"
 
 namespace dsm {
+
+// dsmd's own id where a client id is expected (its reader slots, replicas' writer).
+inline constexpr uint32_t kDaemonClientId = 0xffffffffu;
 
 struct Client {
   uint32_t id;
@@ -38,6 +44,18 @@ class AreaDirectory {
   DirectoryResult Free(const Client& client, const Request& req);
   // A client disconnected (exit or crash): seal what it wrote, unpin what it read.
   void ClientGone(const Client& client);
+
+  // Remote sync (dsmd's RemoteSync):
+  // A reader slot for dsmd itself, which pins versions it ships to other hosts.
+  std::optional<uint32_t> ReserveDaemonSlot(uint32_t index);
+  // A local area that holds a replica of another host's area, at the same
+  // address; not attachable by name until NameReplica().
+  std::optional<uint32_t> CreateReplica(const wire::DirectoryEntry& origin, uint16_t origin_host,
+                                        uint64_t now_ns, std::string* error);
+  // Makes a replica attachable by its name (unless a local area has it).
+  bool NameReplica(uint32_t index);
+  void SetReplicaWriterAlive(uint32_t index, bool alive);
+  bool Named(uint32_t index) const;
 
   size_t live_areas() const { return by_name_.size(); }
   uint64_t backing_free_bytes() const { return backing_alloc_.free_bytes(); }

@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <new>
 
+#include "daemon/tunables.h"
 #include "libdsm/clock.h"
 #include "libdsm/control_protocol.h"
 #include "libdsm/socket_io.h"
@@ -47,6 +48,8 @@ ControlServer::~ControlServer() {
     close(listen_fd_);
     unlink(config_.socket_path.c_str());
   }
+  remote_.reset();
+  if (backing_base_) munmap(backing_base_, backing_.bytes);
   for (int fd : {epoll_fd_, signal_fd_, control_fd_, backing_.fd}) {
     if (fd >= 0) close(fd);
   }
@@ -63,6 +66,20 @@ bool ControlServer::Start(std::string* error) {
   spdlog::info("backing: {} bytes of {}", backing_.bytes, backing_.description);
   if (!CreateControlSegment(error)) return false;
   directory_ = std::make_unique<AreaDirectory>(segment_, backing_);
+  if (!config_.cluster_file.empty()) {
+    const auto cluster = LoadClusterConfig(config_.cluster_file, error);
+    if (!cluster) return false;
+    // NORESERVE: hugetlbfs would otherwise reserve pages for the whole range now.
+    void* base = mmap(nullptr, backing_.bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE,
+                      backing_.fd, 0);
+    if (base == MAP_FAILED) {
+      *error = Errno("cannot map the backing for remote sync");
+      return false;
+    }
+    backing_base_ = static_cast<uint8_t*>(base);
+    remote_ = std::make_unique<RemoteSync>(config_, *cluster, segment_, directory_.get(), backing_base_);
+    if (!remote_->Start(error)) return false;
+  }
 
   sigset_t mask;
   sigemptyset(&mask);
@@ -144,7 +161,10 @@ int ControlServer::Run() {
   spdlog::info("dsmd host {} serving {} (pid {})", config_.host_id, config_.socket_path, getpid());
   epoll_event events[64];
   for (;;) {
-    const int n = epoll_wait(epoll_fd_, events, 64, -1);
+    const bool worked = remote_ && remote_->Poll(MonotonicNs());
+    const int64_t sleep_ns = IdleSleepNs(worked);
+    timespec ts{sleep_ns / 1000000000, sleep_ns % 1000000000};
+    const int n = epoll_pwait2(epoll_fd_, events, 64, sleep_ns < 0 ? nullptr : &ts, nullptr);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) {
       spdlog::error("epoll_wait: {}", std::strerror(errno));
@@ -171,6 +191,20 @@ int ControlServer::Run() {
       }
     }
   }
+}
+
+int64_t ControlServer::IdleSleepNs(bool worked) {
+  if (!remote_) return -1;  // one host: nothing to poll, sleep until a client speaks
+  if (worked || config_.busy_poll) {
+    idle_turns_ = 0;
+    return 0;
+  }
+  // Spin a little while frames may still be coming, then back off to sleeping so
+  // an idle daemon leaves the cores to the training and the kernel's network work.
+  ++idle_turns_;
+  if (idle_turns_ < kSpinTurnsBeforeSleep) return 0;
+  const uint32_t doublings = std::min<uint32_t>((idle_turns_ - kSpinTurnsBeforeSleep) / 8, 6);
+  return static_cast<int64_t>(std::min<uint64_t>(kIdleSleepMinNs << doublings, kIdleSleepMaxNs));
 }
 
 void ControlServer::Accept() {
@@ -223,6 +257,10 @@ void ControlServer::HandleRequest(Connection& conn) {
         break;
       case RequestType::kAttach:
         res = directory_->Attach(conn.client, req);
+        if (res.status == DSM_ERR_NOT_FOUND && remote_) {
+          const std::string fetching = remote_->RequestReplica(req.name, MonotonicNs());
+          if (!fetching.empty()) res.message = fetching;
+        }
         break;
       case RequestType::kFree:
         res = directory_->Free(conn.client, req);

@@ -11,6 +11,7 @@
 #include "daemon/area_directory.h"
 #include "daemon/backing.h"
 #include "daemon/daemon_config.h"
+#include "daemon/remote_sync.h"
 #include "libdsm/shm_layout.h"
 
 namespace dsm {
@@ -38,12 +39,18 @@ class ControlServer {
   void HandleRequest(Connection& conn);
   void Disconnect(int fd);
   void Shutdown();
+  // How long the loop may sleep: 0 while remote sync has work, then doubling.
+  int64_t IdleSleepNs(bool worked);
+
+  uint32_t idle_turns_ = 0;
 
   DaemonConfig config_;
   Backing backing_;
   int control_fd_ = -1;
   ControlSegment* segment_ = nullptr;
   std::unique_ptr<AreaDirectory> directory_;
+  uint8_t* backing_base_ = nullptr;  // the whole backing, mapped for remote sync
+  std::unique_ptr<RemoteSync> remote_;
   int listen_fd_ = -1;
   int epoll_fd_ = -1;
   int signal_fd_ = -1;

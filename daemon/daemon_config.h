@@ -7,6 +7,7 @@
 
 #include "coherence/constants.h"
 #include "daemon/backing.h"
+#include "net/transport.h"
 
 namespace dsm {
 
@@ -21,6 +22,11 @@ struct DaemonConfig {
   bool background = false;
   std::string pid_file;
   std::string log_level = "info";
+  // Multi-host (empty cluster_file: this host alone).
+  std::string cluster_file;
+  uint64_t pace_bits_per_sec = 0;
+  bool busy_poll = false;     // spin without sleeping (hosts with a dedicated core)
+  net::FaultConfig faults;    // injected on sent frames, for tests
 };
 
 }  // namespace dsm

@@ -61,11 +61,30 @@ int main(int argc, char** argv) {
                  "Default staleness bound of areas, milliseconds")
       ->check(CLI::Range(1u, 3600000u))
       ->capture_default_str();
+  app.add_option("--cluster", cfg.cluster_file,
+                 "Cluster file (TOML: hosts with id, mac, ip, DPDK device). Without it this host "
+                 "runs alone")
+      ->check(CLI::ExistingFile);
+  double pace_mbps = 0;
+  app.add_option("--pace-mbps", pace_mbps, "Limit the send rate, Mbit/s (0: unpaced)")
+      ->check(CLI::Range(0.0, 1e6));
+  app.add_flag("--busy-poll", cfg.busy_poll,
+               "Poll the network without ever sleeping (for a host with a core to spare)");
+  app.add_option("--fault-drop", cfg.faults.drop, "Tests: probability a sent frame is dropped")
+      ->check(CLI::Range(0.0, 1.0));
+  app.add_option("--fault-duplicate", cfg.faults.duplicate, "Tests: ... sent twice")
+      ->check(CLI::Range(0.0, 1.0));
+  app.add_option("--fault-reorder", cfg.faults.reorder, "Tests: ... held back behind the next")
+      ->check(CLI::Range(0.0, 1.0));
+  app.add_option("--fault-corrupt", cfg.faults.corrupt, "Tests: ... has a byte flipped")
+      ->check(CLI::Range(0.0, 1.0));
+  app.add_option("--fault-seed", cfg.faults.seed, "Tests: seed of the fault injector");
   app.add_flag("--background", cfg.background,
                "Detach once the socket is ready (the command returns when dsmd serves)");
   app.add_option("--pid-file", cfg.pid_file, "Write the daemon's pid here");
   app.add_option("--log-level", cfg.log_level, "trace, debug, info, warn, error or off")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}))
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast)  // scripts add defaults first
       ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
 
@@ -73,6 +92,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "dsmd: --region-size '%s' is not a size (e.g. 512M, 4G)\n", region.c_str());
     return 2;
   }
+  cfg.pace_bits_per_sec = static_cast<uint64_t>(pace_mbps * 1e6);
   cfg.backing = backing == "memfd"       ? dsm::BackingChoice::kMemfd
                 : backing == "hugetlbfs" ? dsm::BackingChoice::kHugetlbfs
                                          : dsm::BackingChoice::kAuto;

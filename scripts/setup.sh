@@ -7,7 +7,8 @@ PACKAGES=(
   build-essential pkg-config meson ninja-build
   dpdk libdpdk-dev libnuma-dev libxxhash-dev xxhash
   googletest libgtest-dev libgmock-dev libbenchmark-dev
-  libcli11-dev libspdlog-dev libfmt-dev nlohmann-json3-dev
+  libcli11-dev libspdlog-dev libfmt-dev nlohmann-json3-dev libtomlplusplus-dev
+  clang libclang-rt-14-dev
   iproute2 procps
 )
 

@@ -1,0 +1,110 @@
+#include "coherence/replica_receiver.h"
+
+#include <cstring>
+
+namespace dsm {
+
+using wire::DropReason;
+
+ReplicaReceiver::ReplicaReceiver(size_t area_bytes, uint8_t* staging)
+    : lines_((area_bytes + kLineBytes - 1) / kLineBytes), staging_(staging), changed_(area_bytes) {}
+
+void ReplicaReceiver::Reset() {
+  has_base_ = false;
+  complete_ = 0;
+  max_applied_ = 0;
+  assembling_ = false;
+  received_count_ = 0;
+}
+
+ReplicaReceiver::Result ReplicaReceiver::OnData(const wire::Frame& frame, uint64_t now_ns) {
+  Result r;
+  const wire::Header& h = frame.header;
+  const bool full = (h.flags & wire::kFlagFull) != 0;
+  if (publish_pending_) {
+    r.drop = DropReason::kBusy;  // staging must not change before the local publish
+    return r;
+  }
+  if (has_base_ && h.version <= complete_) {
+    r.drop = DropReason::kStaleVersion;
+    r.ack_now = true;  // our ack was probably lost: repeat it
+    return r;
+  }
+  if (!full && (!has_base_ || h.base_version > complete_)) {
+    r.drop = DropReason::kStaleVersion;  // we lack its base: the sender must learn our state
+    r.ack_now = true;
+    return r;
+  }
+  if (h.version < max_applied_ || (assembling_ && h.version < version_)) {
+    r.drop = DropReason::kStaleVersion;
+    return r;
+  }
+  // Every run must lie inside the area.
+  for (size_t i = 0; i < frame.runs.size(); ++i) {
+    const wire::Run run = frame.runs[i];
+    if (run.first_line >= lines_ || run.line_count > lines_ - run.first_line) {
+      r.drop = DropReason::kOutOfRange;
+      return r;
+    }
+  }
+  if (!assembling_ || h.version != version_ || h.transfer_id != transfer_) {
+    assembling_ = true;
+    version_ = h.version;
+    transfer_ = h.transfer_id;
+    frame_count_ = h.frame_count;
+    received_count_ = 0;
+    received_.assign((frame_count_ + 63) / 64, 0);
+  } else if (h.frame_count != frame_count_) {
+    r.drop = DropReason::kBadLayout;
+    return r;
+  }
+  uint64_t& word = received_[h.seq / 64];
+  const uint64_t bit = uint64_t{1} << (h.seq % 64);
+  if (word & bit) {
+    r.drop = DropReason::kDuplicate;
+    return r;
+  }
+  const uint8_t* data = frame.line_data.data();
+  for (size_t i = 0; i < frame.runs.size(); ++i) {
+    const wire::Run run = frame.runs[i];
+    const size_t bytes = size_t{run.line_count} * kLineBytes;
+    std::memcpy(staging_ + size_t{run.first_line} * kLineBytes, data, bytes);
+    data += bytes;
+    changed_.AddLines(run.first_line, run.line_count);
+  }
+  if (h.version > max_applied_) max_applied_ = h.version;
+  word |= bit;
+  last_frame_ns_ = now_ns;
+  if (++received_count_ == frame_count_) {
+    assembling_ = false;
+    complete_ = version_;
+    has_base_ = true;
+    publish_pending_ = true;
+    r.completed = true;
+    r.ack_now = true;
+  }
+  return r;
+}
+
+void ReplicaReceiver::Published() {
+  publish_pending_ = false;
+  changed_.Clear();
+}
+
+size_t ReplicaReceiver::MissingRanges(wire::SeqRange* out, size_t max) const {
+  if (!assembling_) return 0;
+  size_t n = 0;
+  uint32_t seq = 0;
+  while (seq < frame_count_ && n < max) {
+    if (received_[seq / 64] & (uint64_t{1} << (seq % 64))) {
+      ++seq;
+      continue;
+    }
+    const uint32_t first = seq;
+    while (seq < frame_count_ && !(received_[seq / 64] & (uint64_t{1} << (seq % 64)))) ++seq;
+    out[n++] = {first, seq - first};
+  }
+  return n;
+}
+
+}  // namespace dsm

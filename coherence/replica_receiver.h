@@ -1,0 +1,71 @@
+// The receiving side of one replicated area on a reader host: assembles DATA
+// transfers into the staging copy and reports complete versions. Pure logic:
+// the daemon passes the frames and publishes completed versions locally.
+//
+// Rules (docs/design.md, "Remote sync"): a transfer (base -> version) applies
+// when base <= the last complete version (or it carries the whole area) and its
+// version is not older than anything applied before. Lines of an abandoned,
+// incomplete transfer may sit in the staging copy; every later acceptable
+// transfer covers them, so a completed version is always exact.
+#ifndef DSM_COHERENCE_REPLICA_RECEIVER_H_
+#define DSM_COHERENCE_REPLICA_RECEIVER_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "coherence/line_set.h"
+#include "coherence/wire_format.h"
+
+namespace dsm {
+
+class ReplicaReceiver {
+ public:
+  // `staging`: the area's staging copy, rounded up to whole lines.
+  ReplicaReceiver(size_t area_bytes, uint8_t* staging);
+
+  struct Result {
+    wire::DropReason drop = wire::DropReason::kNone;
+    bool completed = false;  // a version became complete: publish it locally
+    bool ack_now = false;    // tell the sender where we are
+  };
+  // Takes one validated DATA frame of this area.
+  Result OnData(const wire::Frame& frame, uint64_t now_ns);
+
+  // The completed version was published locally; new transfers may apply.
+  void Published();
+  bool publish_pending() const { return publish_pending_; }
+  // Lines staged since the last local publish.
+  const LineSet& changed() const { return changed_; }
+
+  uint64_t complete_version() const { return complete_; }
+  bool has_base() const { return has_base_; }
+  // The transfer being assembled (version 0: none) and what it still lacks.
+  uint64_t assembling_version() const { return assembling_ ? version_ : 0; }
+  uint32_t assembling_transfer() const { return transfer_; }
+  size_t MissingRanges(wire::SeqRange* out, size_t max) const;
+  uint64_t last_frame_ns() const { return last_frame_ns_; }
+
+  // Forgets everything (the writer host restarted): the next transfer must be full.
+  void Reset();
+
+ private:
+  size_t lines_;
+  uint8_t* staging_;
+  LineSet changed_;
+  bool has_base_ = false;  // complete_ holds a real version
+  uint64_t complete_ = 0;
+  uint64_t max_applied_ = 0;
+  bool publish_pending_ = false;
+  bool assembling_ = false;
+  uint64_t version_ = 0;
+  uint32_t transfer_ = 0;
+  uint32_t frame_count_ = 0;
+  uint32_t received_count_ = 0;
+  std::vector<uint64_t> received_;  // bit per seq
+  uint64_t last_frame_ns_ = 0;
+};
+
+}  // namespace dsm
+
+#endif  // DSM_COHERENCE_REPLICA_RECEIVER_H_

@@ -1,0 +1,103 @@
+#include "coherence/replica_sender.h"
+
+namespace dsm {
+
+ReplicaSender::ReplicaSender(size_t area_bytes) : area_bytes_(area_bytes) {}
+
+void ReplicaSender::Subscribe(uint16_t host) {
+  hosts_[host] = std::make_unique<HostState>(area_bytes_);
+}
+
+void ReplicaSender::Unsubscribe(uint16_t host) { hosts_.erase(host); }
+
+void ReplicaSender::Collected(uint64_t version, const LineSet& changed) {
+  version_ = version;
+  have_version_ = true;
+  // Also for hosts still waiting for a whole-area transfer: what changes after
+  // the version that transfer carries must follow it.
+  for (auto& [id, h] : hosts_) h->unacked.Merge(changed);
+}
+
+void ReplicaSender::OnAck(uint16_t host, uint64_t complete_version) {
+  auto it = hosts_.find(host);
+  if (it == hosts_.end()) return;
+  HostState& h = *it->second;
+  if (h.has_base && complete_version < h.acked) {
+    // It went backwards: the host lost its copy. Start again from scratch.
+    h.has_base = false;
+    h.acked = 0;
+    h.unacked.Clear();
+    h.inflight.Clear();
+    h.inflight_version = 0;
+    return;
+  }
+  if (h.inflight_version != 0 && complete_version >= h.inflight_version) {
+    h.inflight.Clear();
+    h.inflight_version = 0;
+    h.has_base = true;
+    h.acked = complete_version;
+  } else if (h.has_base && complete_version > h.acked) {
+    h.acked = complete_version;  // an older transfer completed; keep what is in flight
+  }
+}
+
+bool ReplicaSender::Due(const HostState& h, uint64_t now_ns, uint64_t rto_ns) const {
+  if (!have_version_) return false;
+  if (h.has_base && h.acked >= version_) return false;  // up to date
+  if (h.inflight_version == 0) return true;
+  return now_ns - h.sent_ns >= rto_ns;  // lost or slow: send the newest union
+}
+
+bool ReplicaSender::NextTransfer(uint64_t now_ns, uint64_t rto_ns, Transfer* out) {
+  const HostState* first = nullptr;
+  out->hosts.clear();
+  for (auto& [id, h] : hosts_) {
+    if (!Due(*h, now_ns, rto_ns)) continue;
+    if (!first) {
+      first = h.get();
+      out->hosts.push_back(id);
+    } else if (h->has_base == first->has_base && (!h->has_base || h->acked == first->acked)) {
+      out->hosts.push_back(id);
+    }
+  }
+  if (!first) return false;
+  out->version = version_;
+  out->full = !first->has_base;
+  out->base = first->has_base ? first->acked : 0;
+  out->transfer_id = next_transfer_id_++;
+  out->lines = std::make_unique<LineSet>(area_bytes_);
+  if (out->full) {
+    out->lines->AddAll();
+  } else {
+    for (uint16_t id : out->hosts) {
+      out->lines->Merge(hosts_[id]->unacked);
+      out->lines->Merge(hosts_[id]->inflight);
+    }
+  }
+  return true;
+}
+
+void ReplicaSender::Sent(const Transfer& t, uint64_t now_ns) {
+  for (uint16_t id : t.hosts) {
+    auto it = hosts_.find(id);
+    if (it == hosts_.end()) continue;
+    HostState& h = *it->second;
+    h.inflight.Merge(h.unacked);
+    h.unacked.Clear();
+    h.inflight_version = t.version;
+    h.sent_ns = now_ns;
+    h.transfer_id = t.transfer_id;
+  }
+}
+
+uint32_t ReplicaSender::last_transfer_id(uint16_t host) const {
+  auto it = hosts_.find(host);
+  return it == hosts_.end() ? 0 : it->second->transfer_id;
+}
+
+uint64_t ReplicaSender::acked(uint16_t host) const {
+  auto it = hosts_.find(host);
+  return it == hosts_.end() ? 0 : it->second->acked;
+}
+
+}  // namespace dsm

@@ -1,0 +1,81 @@
+// The sending side of one area toward the hosts that replicate it: which lines
+// each host still lacks, and which transfer to send to whom. Pure logic: the
+// daemon collects versions into its shadow copy, frames and transmits.
+//
+// One transfer in flight per host: a host gets the next one when it acknowledged
+// the last or the retransmission timeout passed. A slow host therefore receives
+// fewer, larger versions (the union of changes since its acknowledged version)
+// and never holds back the writer or the other hosts.
+#ifndef DSM_COHERENCE_REPLICA_SENDER_H_
+#define DSM_COHERENCE_REPLICA_SENDER_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "coherence/line_set.h"
+
+namespace dsm {
+
+struct Transfer {
+  std::vector<uint16_t> hosts;  // receivers in the same state, sent one copy
+  uint64_t version = 0;         // the shadow's version
+  uint64_t base = 0;            // lines changed since this version (ignored if full)
+  bool full = false;            // the whole area
+  uint32_t transfer_id = 0;
+  std::unique_ptr<LineSet> lines;
+};
+
+class ReplicaSender {
+ public:
+  explicit ReplicaSender(size_t area_bytes);
+
+  // `host` replicates the area from now on and holds nothing usable: it gets
+  // the whole area first.
+  void Subscribe(uint16_t host);
+  void Unsubscribe(uint16_t host);
+  bool subscribed(uint16_t host) const { return hosts_.count(host) != 0; }
+  size_t subscribers() const { return hosts_.size(); }
+
+  // The shadow now holds `version`; `changed` are the lines that differ from
+  // the previously collected version.
+  void Collected(uint64_t version, const LineSet& changed);
+  uint64_t version() const { return version_; }
+
+  // `host` reports its last complete version.
+  void OnAck(uint16_t host, uint64_t complete_version);
+
+  // The next transfer due at `now_ns`, if any. Hosts in the same state share it.
+  bool NextTransfer(uint64_t now_ns, uint64_t rto_ns, Transfer* out);
+  // The transfer was handed to the transport.
+  void Sent(const Transfer& t, uint64_t now_ns);
+
+  // What the last transfer to `host` was (for retransmitting missing frames).
+  uint32_t last_transfer_id(uint16_t host) const;
+  uint64_t acked(uint16_t host) const;
+
+ private:
+  struct HostState {
+    explicit HostState(size_t area_bytes) : unacked(area_bytes), inflight(area_bytes) {}
+    bool has_base = false;  // `acked` is a version it really holds
+    uint64_t acked = 0;
+    LineSet unacked;   // changed since `acked`, not yet sent
+    LineSet inflight;  // sent in the transfer awaiting acknowledgement
+    uint64_t inflight_version = 0;  // 0: nothing in flight
+    uint64_t sent_ns = 0;
+    uint32_t transfer_id = 0;
+  };
+  bool Due(const HostState& h, uint64_t now_ns, uint64_t rto_ns) const;
+
+  size_t area_bytes_;
+  uint64_t version_ = 0;
+  bool have_version_ = false;
+  uint32_t next_transfer_id_ = 1;
+  std::map<uint16_t, std::unique_ptr<HostState>> hosts_;
+};
+
+}  // namespace dsm
+
+#endif  // DSM_COHERENCE_REPLICA_SENDER_H_

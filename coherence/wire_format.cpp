@@ -1,0 +1,190 @@
+#include "coherence/wire_format.h"
+
+#include <cstddef>
+#include <cstring>
+
+// Inlined rather than called in the shared library: the streaming state then
+// lives on the stack without tying us to the library's struct layout, and
+// frames (at most a few KiB) hash faster without the call.
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
+namespace dsm::wire {
+
+namespace {
+
+constexpr size_t kHeaderBytes = sizeof(Header);
+constexpr size_t kChecksumOffset = offsetof(Header, checksum);
+constexpr size_t kPayloadBytesOffset = offsetof(Header, payload_bytes);
+
+// XXH3-64 over the header with its checksum field zero, then the payload: the
+// same value as Seal's one-shot hash over the frame, without copying the frame.
+uint64_t FrameChecksum(const Header& header, std::span<const uint8_t> payload) {
+  Header zeroed = header;
+  zeroed.checksum = 0;
+  XXH3_state_t state;
+  XXH3_64bits_reset(&state);
+  XXH3_64bits_update(&state, &zeroed, kHeaderBytes);
+  XXH3_64bits_update(&state, payload.data(), payload.size());
+  return XXH3_64bits_digest(&state);
+}
+
+bool KnownType(uint8_t type) {
+  return type >= static_cast<uint8_t>(FrameType::kData) &&
+         type <= static_cast<uint8_t>(FrameType::kSubscribe);
+}
+
+DropReason CheckData(const Header& h, std::span<const uint8_t> payload, Frame* f) {
+  if (h.frame_count == 0 || h.seq >= h.frame_count || h.run_count == 0) {
+    return DropReason::kBadLayout;
+  }
+  const size_t runs_bytes = size_t{h.run_count} * sizeof(Run);
+  if (runs_bytes > payload.size()) return DropReason::kBadLayout;
+  const RunList runs(payload.data(), h.run_count);
+  uint64_t next_free = 0;  // first line after the previous run
+  uint64_t lines = 0;
+  for (const Run r : runs) {
+    const uint64_t end = uint64_t{r.first_line} + r.line_count;
+    // Receivers may compute first_line + line_count in 32 bits: it must not wrap.
+    if (r.line_count == 0 || r.first_line < next_free || end > UINT32_MAX) {
+      return DropReason::kBadLayout;
+    }
+    next_free = end;
+    lines += r.line_count;
+  }
+  // lines < 2^16 runs * 2^32: the product cannot overflow 64 bits.
+  if (lines * kLineBytes != payload.size() - runs_bytes) return DropReason::kBadLayout;
+  f->runs = runs;
+  f->line_data = payload.subspan(runs_bytes);
+  return DropReason::kNone;
+}
+
+DropReason CheckBody(const Header& h, std::span<const uint8_t> payload, Frame* f) {
+  if (h.run_count != 0) return DropReason::kBadLayout;
+  const size_t n = payload.size();
+  bool ok = false;
+  switch (static_cast<FrameType>(h.type)) {
+    case FrameType::kAck:
+      ok = n % sizeof(SeqRange) == 0 && n / sizeof(SeqRange) <= kMaxMissingRanges;
+      break;
+    case FrameType::kHeartbeat:
+      ok = n == sizeof(HeartbeatBody);
+      break;
+    case FrameType::kDirectory:
+      ok = n % sizeof(DirectoryEntry) == 0;
+      break;
+    case FrameType::kSubscribe:
+      ok = n == 0;
+      break;
+    case FrameType::kData:
+      break;
+  }
+  if (!ok) return DropReason::kBadLayout;
+  f->body = payload;
+  return DropReason::kNone;
+}
+
+}  // namespace
+
+const char* DropReasonName(DropReason r) {
+  switch (r) {
+    case DropReason::kNone:
+      return "none";
+    case DropReason::kTruncated:
+      return "truncated";
+    case DropReason::kOversized:
+      return "oversized";
+    case DropReason::kBadMagic:
+      return "bad_magic";
+    case DropReason::kBadVersion:
+      return "bad_version";
+    case DropReason::kBadType:
+      return "bad_type";
+    case DropReason::kBadChecksum:
+      return "bad_checksum";
+    case DropReason::kBadLayout:
+      return "bad_layout";
+    case DropReason::kUnknownHost:
+      return "unknown_host";
+    case DropReason::kUnknownArea:
+      return "unknown_area";
+    case DropReason::kOutOfRange:
+      return "out_of_range";
+    case DropReason::kStaleVersion:
+      return "stale_version";
+    case DropReason::kDuplicate:
+      return "duplicate";
+    case DropReason::kBusy:
+      return "busy";
+    case DropReason::kCount:
+      break;
+  }
+  return "unknown";
+}
+
+DropReason Decode(std::span<const uint8_t> bytes, Frame* out) {
+  if (bytes.size() < kHeaderBytes) return DropReason::kTruncated;
+  Header h;
+  std::memcpy(&h, bytes.data(), kHeaderBytes);
+  // Magic and version before the lengths: traffic that is not ours, or from
+  // another protocol version, is counted as such whatever its size.
+  if (h.magic != kMagic) return DropReason::kBadMagic;
+  if (h.protocol_version != kProtocolVersion) return DropReason::kBadVersion;
+  const size_t available = bytes.size() - kHeaderBytes;
+  if (h.payload_bytes > available) return DropReason::kTruncated;
+  if (h.payload_bytes < available) return DropReason::kOversized;
+  if (!KnownType(h.type)) return DropReason::kBadType;
+  const std::span<const uint8_t> payload = bytes.subspan(kHeaderBytes);
+  if (FrameChecksum(h, payload) != h.checksum) return DropReason::kBadChecksum;
+
+  Frame f{};
+  f.header = h;
+  const DropReason r = static_cast<FrameType>(h.type) == FrameType::kData
+                           ? CheckData(h, payload, &f)
+                           : CheckBody(h, payload, &f);
+  if (r == DropReason::kNone) *out = f;
+  return r;
+}
+
+void Seal(uint8_t* frame, uint32_t payload_bytes) {
+  const uint64_t zero = 0;
+  std::memcpy(frame + kPayloadBytesOffset, &payload_bytes, sizeof(payload_bytes));
+  std::memcpy(frame + kChecksumOffset, &zero, sizeof(zero));
+  const uint64_t sum = XXH3_64bits(frame, kHeaderBytes + payload_bytes);
+  std::memcpy(frame + kChecksumOffset, &sum, sizeof(sum));
+}
+
+DataFrameWriter::DataFrameWriter(size_t max_frame_bytes, const Header& header)
+    : max_frame_bytes_(max_frame_bytes), header_(header) {
+  header_.magic = kMagic;
+  header_.protocol_version = kProtocolVersion;
+  header_.type = static_cast<uint8_t>(FrameType::kData);
+}
+
+uint32_t DataFrameWriter::CountFrames(const LineSet& lines) const {
+  uint32_t frames = 0;
+  PackFrames(lines, [&](std::span<const Run>) { ++frames; });
+  return frames;
+}
+
+size_t DataFrameWriter::FillFrame(uint8_t* frame, std::span<const Run> runs, const uint8_t* content,
+                                  uint32_t seq, uint32_t frame_count) const {
+  Header h = header_;
+  h.run_count = static_cast<uint16_t>(runs.size());
+  h.seq = seq;
+  h.frame_count = frame_count;
+  std::memcpy(frame, &h, kHeaderBytes);
+  uint8_t* at = frame + kHeaderBytes;
+  std::memcpy(at, runs.data(), runs.size_bytes());
+  at += runs.size_bytes();
+  for (const Run& r : runs) {
+    const size_t bytes = size_t{r.line_count} * kLineBytes;
+    std::memcpy(at, content + size_t{r.first_line} * kLineBytes, bytes);
+    at += bytes;
+  }
+  const size_t payload_bytes = static_cast<size_t>(at - frame) - kHeaderBytes;
+  Seal(frame, static_cast<uint32_t>(payload_bytes));
+  return kHeaderBytes + payload_bytes;
+}
+
+}  // namespace dsm::wire

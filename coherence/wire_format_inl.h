@@ -1,0 +1,71 @@
+// Template members of DataFrameWriter. Included by wire_format.h only.
+#ifndef DSM_COHERENCE_WIRE_FORMAT_INL_H_
+#define DSM_COHERENCE_WIRE_FORMAT_INL_H_
+
+#include <algorithm>
+#include <bit>
+#include <cstdint>
+#include <vector>
+
+namespace dsm::wire {
+
+// Frames are built and parsed by memcpy of these structs: the host byte order
+// must be the wire's (x86-64 and ARM64 Linux are little-endian).
+static_assert(std::endian::native == std::endian::little, "the wire format is little-endian");
+
+template <typename Fn>
+void DataFrameWriter::PackFrames(const LineSet& lines, Fn&& fn) const {
+  if (!ok()) return;
+  // Greedy: fill each frame with runs in address order; when the next run does
+  // not fit, put as many of its lines as fit and carry the rest to the next frame.
+  const size_t capacity = max_frame_bytes_ - sizeof(Header);  // runs + line data
+  std::vector<Run> runs;
+  size_t used = 0;
+  lines.ForEachRun([&](size_t first, size_t count) {
+    while (count != 0) {
+      if (capacity - used < sizeof(Run) + kLineBytes) {
+        fn(std::span<const Run>(runs));
+        runs.clear();
+        used = 0;
+      }
+      const size_t take = std::min(count, (capacity - used - sizeof(Run)) / kLineBytes);
+      runs.push_back(Run{static_cast<uint32_t>(first), static_cast<uint32_t>(take)});
+      used += sizeof(Run) + take * kLineBytes;
+      first += take;
+      count -= take;
+    }
+  });
+  if (!runs.empty()) fn(std::span<const Run>(runs));
+}
+
+template <typename Sink>
+uint32_t DataFrameWriter::Write(const LineSet& lines, const uint8_t* content, Sink& sink) const {
+  return WriteRange(lines, content, 0, UINT32_MAX, sink);
+}
+
+template <typename Sink>
+uint32_t DataFrameWriter::WriteRange(const LineSet& lines, const uint8_t* content,
+                                     uint32_t first_seq, uint32_t count, Sink& sink) const {
+  const uint32_t frame_count = CountFrames(lines);
+  const uint64_t end_seq = std::min<uint64_t>(uint64_t{first_seq} + count, frame_count);
+  if (first_seq >= end_seq) return 0;
+  uint32_t seq = 0;
+  uint32_t written = 0;
+  bool stopped = false;
+  PackFrames(lines, [&](std::span<const Run> runs) {
+    const uint32_t this_seq = seq++;
+    if (stopped || this_seq < first_seq || this_seq >= end_seq) return;
+    uint8_t* frame = sink.Reserve(max_frame_bytes_);
+    if (frame == nullptr) {
+      stopped = true;
+      return;
+    }
+    sink.Commit(FillFrame(frame, runs, content, this_seq, frame_count));
+    ++written;
+  });
+  return written;
+}
+
+}  // namespace dsm::wire
+
+#endif  // DSM_COHERENCE_WIRE_FORMAT_INL_H_

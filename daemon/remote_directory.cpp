@@ -1,0 +1,106 @@
+// Heartbeats and directory listings: who is up, and which areas each host has.
+#include <spdlog/spdlog.h>
+
+#include <cstring>
+
+#include "coherence/version_publisher.h"
+#include "daemon/remote_sync.h"
+#include "daemon/tunables.h"
+#include "libdsm/clock.h"
+
+namespace dsm {
+
+void RemoteSync::SendHeartbeat(uint64_t now_ns) {
+  wire::HeartbeatBody hb{};
+  hb.sent_ns = now_ns;
+  hb.incarnation = incarnation_;
+  const auto body = std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(&hb), sizeof(hb));
+  if (cluster_.multicast) {
+    SendSmall(net::Destination::Group(kClusterGroup), wire::FrameType::kHeartbeat, 0, 0, 0, 0, 0, 0,
+              body);
+  } else {
+    for (uint16_t peer : membership_->peer_ids()) {
+      SendSmall(net::Destination::Host(peer), wire::FrameType::kHeartbeat, 0, 0, 0, 0, 0, 0, body);
+    }
+  }
+}
+
+void RemoteSync::SendDirectory(uint64_t now_ns) {
+  std::vector<wire::DirectoryEntry> entries;
+  for (uint32_t i = 0; i < kMaxAreas; ++i) {
+    const AreaControl& a = segment_->areas[i];
+    if (a.state.load() != static_cast<uint32_t>(AreaState::kLive) || a.is_replica) continue;
+    if (!directory_->Named(i)) continue;
+    wire::DirectoryEntry d{};
+    std::memcpy(d.name, a.name, sizeof(d.name));
+    d.area_index = i;
+    d.area_generation = a.generation;
+    d.addr = a.addr;
+    d.size = a.size;
+    d.mapped_size = a.mapped_size;
+    d.sync_interval_us = static_cast<uint32_t>(a.sync_interval_ns / 1000);
+    d.staleness_bound_ms = static_cast<uint32_t>(a.staleness_bound_ns / 1000000);
+    d.state = a.state.load();
+    d.reader_buffers = a.buffer_count;
+    d.latest_version = UnpackLatest(a.latest.load()).version;
+    const uint64_t confirmed = a.confirmed_ns.load();
+    d.confirmed_age_ns = now_ns > confirmed ? now_ns - confirmed : 0;
+    entries.push_back(d);
+  }
+  const size_t per_frame =
+      (transport_->max_payload_bytes() - sizeof(wire::Header)) / sizeof(wire::DirectoryEntry);
+  const size_t frames = entries.empty() ? 1 : (entries.size() + per_frame - 1) / per_frame;
+  for (size_t f = 0; f < frames; ++f) {
+    const size_t first = f * per_frame;
+    const size_t count = std::min(per_frame, entries.size() - std::min(first, entries.size()));
+    const auto body = std::span<const uint8_t>(
+        reinterpret_cast<const uint8_t*>(entries.data() + first), count * sizeof(wire::DirectoryEntry));
+    if (cluster_.multicast) {
+      SendSmall(net::Destination::Group(kClusterGroup), wire::FrameType::kDirectory, 0, 0, 0, 0, 0,
+                0, body);
+    } else {
+      for (uint16_t peer : membership_->peer_ids()) {
+        SendSmall(net::Destination::Host(peer), wire::FrameType::kDirectory, 0, 0, 0, 0, 0, 0, body);
+      }
+    }
+  }
+}
+
+void RemoteSync::OnHeartbeat(const wire::Frame& f, uint16_t host, uint64_t now_ns) {
+  wire::HeartbeatBody hb;
+  std::memcpy(&hb, f.body.data(), sizeof(hb));
+  switch (membership_->Heard(host, hb.incarnation, now_ns)) {
+    case Membership::Event::kCameUp:
+      spdlog::info("host {} is up", host);
+      for (auto& r : replicas_) {
+        if (r->origin_host == host) directory_->SetReplicaWriterAlive(r->local_index, true);
+      }
+      break;
+    case Membership::Event::kRestarted:
+      OnHostRestarted(host);
+      break;
+    case Membership::Event::kNone:
+      break;
+  }
+}
+
+void RemoteSync::OnDirectory(const wire::Frame& f, uint16_t host, uint64_t now_ns) {
+  auto& entries = remote_dir_[host];
+  const size_t n = f.body.size() / sizeof(wire::DirectoryEntry);
+  for (size_t i = 0; i < n; ++i) {
+    wire::DirectoryEntry d;
+    std::memcpy(&d, f.body.data() + i * sizeof(d), sizeof(d));
+    d.name[kMaxNameBytes - 1] = '\0';
+    entries[d.name] = {d, now_ns};
+    // A replica that holds the writer's latest version is as fresh as the writer says.
+    if (Replica* r = FindReplica(host, d.area_index, d.area_generation)) {
+      AreaControl& a = segment_->areas[r->local_index];
+      if (r->named && UnpackLatest(a.latest.load()).version >= d.latest_version) {
+        a.confirmed_ns.store(now_ns > d.confirmed_age_ns ? now_ns - d.confirmed_age_ns : 0);
+      }
+    }
+  }
+  std::erase_if(entries, [&](const auto& kv) { return now_ns - kv.second.heard_ns > kDirectoryForgetNs; });
+}
+
+}  // namespace dsm

@@ -1,0 +1,203 @@
+// This host's areas, shipped to the hosts that replicate them.
+#include <spdlog/spdlog.h>
+
+#include <atomic>
+#include <cstring>
+
+#include "daemon/remote_sync.h"
+#include "daemon/tunables.h"
+#include "libdsm/clock.h"
+#include "libdsm/publish_protocol.h"
+
+namespace dsm {
+
+namespace {
+
+// Hands DataFrameWriter's frames to the transport, counting them.
+struct TransportSink {
+  net::Transport* transport;
+  net::Destination dest;
+  RemoteStats* stats;
+  uint8_t* Reserve(size_t) { return transport->Reserve(dest); }
+  void Commit(size_t bytes) {
+    transport->Commit(bytes);
+    ++stats->data_frames_out;
+    stats->data_bytes_out += bytes;
+  }
+};
+
+}  // namespace
+
+void RemoteSync::OnSubscribe(const wire::Frame& f, uint16_t host, uint64_t now_ns) {
+  const uint32_t index = f.header.area_index;
+  if (index >= kMaxAreas) {
+    Drop(wire::DropReason::kUnknownArea);
+    return;
+  }
+  AreaControl& a = segment_->areas[index];
+  const bool live = a.state.load() != static_cast<uint32_t>(AreaState::kFree) && !a.is_replica;
+  if (!live || a.generation != f.header.area_generation) {
+    spdlog::debug("host {} subscribes to area {} generation {}: not ours (state {}, generation {})",
+                  host, index, f.header.area_generation, a.state.load(), a.generation);
+    Drop(wire::DropReason::kUnknownArea);
+    return;
+  }
+  auto it = exports_.find(index);
+  if (f.header.flags & wire::kFlagUnsubscribe) {
+    if (it != exports_.end()) it->second.sender->Unsubscribe(host);
+    return;
+  }
+  if (it == exports_.end() || it->second.generation != a.generation) {
+    ExportedArea e;
+    e.index = index;
+    e.generation = a.generation;
+    const auto slot = directory_->ReserveDaemonSlot(index);
+    if (!slot) {
+      spdlog::warn("cannot export '{}': no free reader slot", a.name);
+      return;
+    }
+    e.reader_slot = *slot;
+    e.sender = std::make_unique<ReplicaSender>(a.size);
+    e.shadow.assign(a.mapped_size, 0);
+    a.export_enabled.store(1);  // from now on the writer logs each version's lines
+    exports_.erase(index);
+    it = exports_.emplace(index, std::move(e)).first;
+    spdlog::info("exporting '{}' to host {}", a.name, host);
+  }
+  if (!it->second.sender->subscribed(host)) it->second.sender->Subscribe(host);
+  (void)now_ns;
+}
+
+void RemoteSync::ForgetHostSubscriptions(uint16_t host) {
+  for (auto& [index, e] : exports_) e.sender->Unsubscribe(host);
+}
+
+bool RemoteSync::Collect(ExportedArea& e) {
+  AreaControl& a = segment_->areas[e.index];
+  const uint64_t latest = UnpackLatest(a.latest.load()).version;
+  if (e.collected_once && latest <= e.sender->version()) return false;
+  // Flip the export logs, then wait for the writer to leave the old one.
+  const uint32_t old = a.export_index.load();
+  a.export_index.store(1 - old);
+  const uint64_t deadline = MonotonicNs() + kExportWaitNs;
+  while ((a.export_seq.load() & 1) != 0 && MonotonicNs() < deadline) {
+  }
+  LatestVersion pinned{};
+  if (!PinLatest(a, e.reader_slot, kNoBuffer, &pinned)) return false;
+  const uint64_t flip_version = a.export_version[old].load();
+  auto* logs = reinterpret_cast<std::atomic<uint64_t>*>(backing_ + a.export_offset);
+  LineSet changed(a.size);
+  if (!e.collected_once) {
+    changed.AddAll();  // the first copy: everything
+  } else {
+    for (uint64_t page = 0; page < a.export_pages; ++page) {
+      const uint64_t m = logs[old * a.export_pages + page].exchange(0, std::memory_order_relaxed);
+      changed.AddMask(page, m);
+      // Versions published after the flip but before our pin are in the other log.
+      if (pinned.version > flip_version) {
+        changed.AddMask(page, logs[(1 - old) * a.export_pages + page].load(std::memory_order_relaxed));
+      }
+    }
+  }
+  const uint8_t* buffer = backing_ + a.buffer_offset[pinned.buffer];
+  changed.ForEachPage([&](size_t page, uint64_t mask) {
+    CopyPageLines(page, mask, buffer, e.shadow.data());
+  });
+  SetPin(a, e.reader_slot, kNoBuffer);
+  e.sender->Collected(pinned.version, changed);
+  e.collected_once = true;
+  ++stats_.versions_collected;
+  return true;
+}
+
+bool RemoteSync::ContinueSend(ExportedArea& e, uint64_t now_ns) {
+  wire::Header h = MakeHeader(wire::FrameType::kData);
+  h.area_index = e.index;
+  h.area_generation = e.generation;
+  h.version = e.sending.version;
+  h.base_version = e.sending.base;
+  h.flags = e.sending.full ? wire::kFlagFull : 0;
+  h.transfer_id = e.sending.transfer_id;
+  const bool group = cluster_.multicast && e.sending.hosts.size() > 1;
+  h.dest_host = group ? wire::kAllHosts : e.sending.hosts.front();
+  const net::Destination dest =
+      group ? net::Destination::Group(kClusterGroup) : net::Destination::Host(e.sending.hosts.front());
+  wire::DataFrameWriter writer(transport_->max_payload_bytes(), h);
+  TransportSink sink{transport_.get(), dest, &stats_};
+  const uint32_t todo = std::min(kSendBurstFrames, e.frame_count - e.next_seq);
+  const uint32_t sent = writer.WriteRange(*e.sending.lines, e.shadow.data(), e.next_seq, todo, sink);
+  e.next_seq += sent;
+  if (e.next_seq >= e.frame_count) {
+    e.in_send = false;
+    e.sender->Sent(e.sending, now_ns);
+    stats_.changed_bytes_out += e.sending.lines->CountLines() * kLineBytes;
+    ++stats_.transfers_sent;
+    e.last_sent = std::move(e.sending);
+  }
+  return sent > 0;
+}
+
+bool RemoteSync::ExportTurn(ExportedArea& e, uint64_t now_ns) {
+  const AreaControl& a = segment_->areas[e.index];
+  const auto state = static_cast<AreaState>(a.state.load());
+  if (a.generation != e.generation || (state != AreaState::kLive && state != AreaState::kSealed)) {
+    e.sender = std::make_unique<ReplicaSender>(0);  // freed: nobody to send to any more
+    return false;
+  }
+  if (e.sender->subscribers() == 0) return false;
+  bool worked = false;
+  if (!e.in_send) {
+    // The shadow may change only between transfers.
+    worked |= Collect(e);
+    if (e.sender->NextTransfer(now_ns, kRetransmitTimeoutNs, &e.sending)) {
+      wire::DataFrameWriter writer(transport_->max_payload_bytes(), wire::Header{});
+      e.frame_count = writer.CountFrames(*e.sending.lines);
+      e.next_seq = 0;
+      e.in_send = e.frame_count > 0;
+      if (!e.in_send) e.sender->Sent(e.sending, now_ns);
+    }
+  }
+  if (e.in_send) worked |= ContinueSend(e, now_ns);
+  return worked;
+}
+
+void RemoteSync::OnAck(const wire::Frame& f, uint16_t host, uint64_t now_ns) {
+  ++stats_.acks_in;
+  auto it = exports_.find(f.header.area_index);
+  if (it == exports_.end() || it->second.generation != f.header.area_generation) {
+    Drop(wire::DropReason::kUnknownArea);
+    return;
+  }
+  ExportedArea& e = it->second;
+  if (f.header.flags & wire::kFlagFull) {
+    e.sender->OnAck(host, 0);  // "I hold nothing": the receiver wants the whole area
+  } else {
+    e.sender->OnAck(host, f.header.version);
+  }
+  // Missing frames of the last transfer, while the shadow still holds its version.
+  const size_t ranges = f.body.size() / sizeof(wire::SeqRange);
+  if (ranges == 0 || e.in_send || !e.last_sent.lines ||
+      f.header.transfer_id != e.last_sent.transfer_id ||
+      f.header.base_version != e.last_sent.version || e.sender->version() != e.last_sent.version) {
+    return;
+  }
+  wire::Header h = MakeHeader(wire::FrameType::kData);
+  h.area_index = e.index;
+  h.area_generation = e.generation;
+  h.version = e.last_sent.version;
+  h.base_version = e.last_sent.base;
+  h.flags = e.last_sent.full ? wire::kFlagFull : 0;
+  h.transfer_id = e.last_sent.transfer_id;
+  h.dest_host = host;
+  wire::DataFrameWriter writer(transport_->max_payload_bytes(), h);
+  TransportSink sink{transport_.get(), net::Destination::Host(host), &stats_};
+  for (size_t i = 0; i < ranges; ++i) {
+    wire::SeqRange r;
+    std::memcpy(&r, f.body.data() + i * sizeof(r), sizeof(r));
+    stats_.retransmitted_frames +=
+        writer.WriteRange(*e.last_sent.lines, e.shadow.data(), r.first, r.count, sink);
+  }
+  (void)now_ns;
+}
+
+}  // namespace dsm

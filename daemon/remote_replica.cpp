@@ -1,0 +1,126 @@
+// Other hosts' areas, replicated here and published to local readers.
+#include <spdlog/spdlog.h>
+
+#include <cstring>
+
+#include "daemon/remote_sync.h"
+#include "daemon/tunables.h"
+#include "libdsm/clock.h"
+#include "libdsm/publish_protocol.h"
+
+namespace dsm {
+
+RemoteSync::Replica* RemoteSync::FindReplica(uint16_t host, uint32_t index, uint32_t generation) {
+  for (auto& r : replicas_) {
+    if (r->origin_host == host && r->origin_index == index && r->origin_generation == generation) {
+      return r.get();
+    }
+  }
+  return nullptr;
+}
+
+std::string RemoteSync::RequestReplica(const std::string& name, uint64_t now_ns) {
+  for (auto& [host, entries] : remote_dir_) {
+    auto it = entries.find(name);
+    if (it == entries.end() || !membership_->up(host)) continue;
+    const wire::DirectoryEntry& d = it->second.entry;
+    Replica* r = FindReplica(host, d.area_index, d.area_generation);
+    if (!r) {
+      std::string why;
+      const auto index = directory_->CreateReplica(d, host, now_ns, &why);
+      if (!index) return "cannot replicate '" + name + "' here: " + why;
+      auto fresh = std::make_unique<Replica>();
+      fresh->local_index = *index;
+      fresh->origin_host = host;
+      fresh->origin_index = d.area_index;
+      fresh->origin_generation = d.area_generation;
+      fresh->name = name;
+      AreaControl& a = segment_->areas[*index];
+      fresh->receiver = std::make_unique<ReplicaReceiver>(a.size, backing_ + a.writer_offset);
+      fresh->publisher = std::make_unique<VersionPublisher>(a.size, a.buffer_count);
+      r = fresh.get();
+      replicas_.push_back(std::move(fresh));
+      spdlog::info("replicating '{}' from host {}", name, host);
+    }
+    if (now_ns - r->subscribed_ns > kRetransmitTimeoutNs) {
+      // Repeated until the first version arrives, in case a SUBSCRIBE is lost.
+      SendSmall(net::Destination::Host(host), wire::FrameType::kSubscribe, r->origin_index,
+                r->origin_generation, 0, 0, 0, 0, {});
+      r->subscribed_ns = now_ns;
+    }
+    return "fetching '" + name + "' from host " + std::to_string(host);
+  }
+  return "";
+}
+
+void RemoteSync::OnData(const wire::Frame& f, uint16_t host, uint64_t now_ns) {
+  Replica* r = FindReplica(host, f.header.area_index, f.header.area_generation);
+  if (!r) {
+    Drop(wire::DropReason::kUnknownArea);
+    return;
+  }
+  const ReplicaReceiver::Result res = r->receiver->OnData(f, now_ns);
+  if (res.drop != wire::DropReason::kNone) Drop(res.drop);
+  if (res.completed) {
+    ++stats_.versions_received;
+    PublishReplica(*r, now_ns);
+  }
+  if (res.ack_now) SendAck(*r, now_ns);
+}
+
+void RemoteSync::PublishReplica(Replica& r, uint64_t now_ns) {
+  AreaControl& a = segment_->areas[r.local_index];
+  const int target = ChoosePublishTarget(a);
+  if (target < 0) return;  // local readers hold every spare buffer: retried next turn
+  const size_t bytes = r.publisher->PublishLines(r.receiver->changed(), static_cast<uint32_t>(target),
+                                                 backing_ + a.writer_offset,
+                                                 backing_ + a.buffer_offset[target]);
+  CompletePublish(a, static_cast<uint32_t>(target), r.receiver->complete_version(), now_ns, bytes);
+  r.receiver->Published();
+  if (!r.named) r.named = directory_->NameReplica(r.local_index);
+}
+
+void RemoteSync::SendAck(Replica& r, uint64_t now_ns) {
+  wire::SeqRange missing[wire::kMaxMissingRanges];
+  const size_t n = r.receiver->MissingRanges(missing, wire::kMaxMissingRanges);
+  SendSmall(net::Destination::Host(r.origin_host), wire::FrameType::kAck, r.origin_index,
+            r.origin_generation, r.receiver->complete_version(), r.receiver->assembling_version(),
+            r.receiver->has_base() ? 0 : wire::kFlagFull, r.receiver->assembling_transfer(),
+            std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(missing),
+                                     n * sizeof(wire::SeqRange)));
+  r.last_nack_ns = now_ns;
+  ++stats_.acks_out;
+}
+
+bool RemoteSync::ReplicaTurn(Replica& r, uint64_t now_ns) {
+  if (r.receiver->publish_pending()) {
+    PublishReplica(r, now_ns);
+    return !r.receiver->publish_pending();
+  }
+  // Frames of a transfer stopped coming: say which are missing.
+  if (r.receiver->assembling_version() != 0 && now_ns - r.receiver->last_frame_ns() > kNackAfterNs &&
+      now_ns - r.last_nack_ns > kNackAfterNs) {
+    SendAck(r, now_ns);
+    return true;
+  }
+  return false;
+}
+
+void RemoteSync::OnHostDown(uint16_t host) {
+  spdlog::warn("host {} is down", host);
+  for (auto& r : replicas_) {
+    if (r->origin_host == host) directory_->SetReplicaWriterAlive(r->local_index, false);
+  }
+}
+
+void RemoteSync::OnHostRestarted(uint16_t host) {
+  spdlog::warn("host {} restarted", host);
+  ForgetHostSubscriptions(host);
+  // Its areas are gone with its processes: our replicas keep their last version.
+  for (auto& r : replicas_) {
+    if (r->origin_host == host) directory_->SetReplicaWriterAlive(r->local_index, false);
+  }
+  remote_dir_.erase(host);
+}
+
+}  // namespace dsm

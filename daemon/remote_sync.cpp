@@ -1,0 +1,165 @@
+#include "daemon/remote_sync.h"
+
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <cstring>
+
+#include "daemon/tunables.h"
+#include "libdsm/clock.h"
+
+namespace dsm {
+
+RemoteSync::RemoteSync(const DaemonConfig& config, const ClusterConfig& cluster,
+                       ControlSegment* segment, AreaDirectory* directory, uint8_t* backing_base)
+    : config_(config),
+      cluster_(cluster),
+      segment_(segment),
+      directory_(directory),
+      backing_(backing_base),
+      // Differs at every start, so peers notice a restart.
+      incarnation_((MonotonicNs() << 16) ^ static_cast<uint64_t>(getpid())) {}
+
+RemoteSync::~RemoteSync() = default;
+
+bool RemoteSync::Start(std::string* error) {
+  const ClusterHost* self = cluster_.Find(static_cast<uint16_t>(config_.host_id));
+  if (!self) {
+    *error = "host id " + std::to_string(config_.host_id) + " is not in the cluster file";
+    return false;
+  }
+  net::PortConfig port;
+  port.device = self->device;
+  port.file_prefix = "dsmd-h" + std::to_string(config_.host_id) + "-" + std::to_string(getpid());
+  port.host_id = self->id;
+  port.mac = self->mac;
+  port.ipv4 = self->ipv4;
+  port.udp_port = cluster_.udp_port;
+  port.mtu_bytes = cluster_.mtu_bytes;
+  port.pace_bits_per_sec = config_.pace_bits_per_sec;
+  std::vector<uint16_t> peers;
+  for (const ClusterHost& h : cluster_.hosts) {
+    if (h.id == self->id) continue;
+    port.peers.push_back({h.id, h.mac, h.ipv4});
+    peers.push_back(h.id);
+  }
+  if (cluster_.multicast) port.groups.push_back(kClusterGroup);
+  transport_ = net::OpenDpdkTransport(port, error);
+  if (!transport_) return false;
+  if (config_.faults.drop > 0 || config_.faults.duplicate > 0 || config_.faults.reorder > 0 ||
+      config_.faults.corrupt > 0) {
+    spdlog::warn("fault injection on: drop {} duplicate {} reorder {} corrupt {} (seed {})",
+                 config_.faults.drop, config_.faults.duplicate, config_.faults.reorder,
+                 config_.faults.corrupt, config_.faults.seed);
+    transport_ = net::WithFaults(std::move(transport_), config_.faults);
+  }
+  membership_ = std::make_unique<Membership>(peers, kHostDownAfterNs);
+  spdlog::info("remote sync on {} (mtu {}, {} peer(s), {})", self->device, cluster_.mtu_bytes,
+               peers.size(), cluster_.multicast ? "multicast fan-out" : "unicast");
+  return true;
+}
+
+net::TransportStats RemoteSync::transport_stats() const {
+  return transport_ ? transport_->stats() : net::TransportStats{};
+}
+
+wire::Header RemoteSync::MakeHeader(wire::FrameType type) const {
+  wire::Header h{};
+  h.magic = wire::kMagic;
+  h.protocol_version = wire::kProtocolVersion;
+  h.type = static_cast<uint8_t>(type);
+  h.source_host = static_cast<uint16_t>(config_.host_id);
+  h.dest_host = wire::kAllHosts;
+  return h;
+}
+
+void RemoteSync::SendSmall(net::Destination dest, wire::FrameType type, uint32_t area_index,
+                           uint32_t area_generation, uint64_t version, uint64_t base,
+                           uint32_t flags, uint32_t transfer_id, std::span<const uint8_t> body) {
+  if (sizeof(wire::Header) + body.size() > transport_->max_payload_bytes()) return;
+  uint8_t* buf = transport_->Reserve(dest);
+  if (!buf) return;
+  wire::Header h = MakeHeader(type);
+  h.dest_host = dest.multicast ? wire::kAllHosts : dest.host;
+  h.area_index = area_index;
+  h.area_generation = area_generation;
+  h.version = version;
+  h.base_version = base;
+  h.flags = flags;
+  h.transfer_id = transfer_id;
+  std::memcpy(buf, &h, sizeof(h));
+  if (!body.empty()) std::memcpy(buf + sizeof(h), body.data(), body.size());
+  wire::Seal(buf, static_cast<uint32_t>(body.size()));
+  transport_->Commit(sizeof(h) + body.size());
+}
+
+bool RemoteSync::Poll(uint64_t now_ns) {
+  bool worked = false;
+  const size_t got = transport_->Poll(64, [&](std::span<const uint8_t> bytes, uint16_t source) {
+    Receive(bytes, source, now_ns);
+  });
+  worked |= got > 0;
+
+  if (now_ns >= next_heartbeat_ns_) {
+    SendHeartbeat(now_ns);
+    next_heartbeat_ns_ = now_ns + kHeartbeatIntervalNs;
+    for (uint16_t host : membership_->Expire(now_ns)) OnHostDown(host);
+  }
+  if (now_ns >= next_directory_ns_) {
+    SendDirectory(now_ns);
+    next_directory_ns_ = now_ns + kDirectoryIntervalNs;
+  }
+  for (auto& [index, e] : exports_) worked |= ExportTurn(e, now_ns);
+  for (auto& r : replicas_) worked |= ReplicaTurn(*r, now_ns);
+  worked |= transport_->Flush() > 0;
+  return worked;
+}
+
+void RemoteSync::Drop(wire::DropReason r) {
+  const uint64_t n = ++stats_.dropped[static_cast<size_t>(r)];
+  if ((n & (n - 1)) == 0) {  // 1st, 2nd, 4th, 8th...: visible without flooding the log
+    spdlog::debug("dropped a frame: {} ({} so far)", wire::DropReasonName(r), n);
+  }
+}
+
+void RemoteSync::Receive(std::span<const uint8_t> bytes, uint16_t source_host, uint64_t now_ns) {
+  ++stats_.frames_in;
+  wire::Frame f;
+  const wire::DropReason r = wire::Decode(bytes, &f);
+  if (r != wire::DropReason::kNone) {
+    Drop(r);
+    return;
+  }
+  // The transport knows the sender by its address; the header must agree.
+  if (f.header.source_host != source_host || !membership_->known(source_host)) {
+    Drop(wire::DropReason::kUnknownHost);
+    return;
+  }
+  if (f.header.dest_host != wire::kAllHosts && f.header.dest_host != config_.host_id) {
+    Drop(wire::DropReason::kUnknownHost);
+    return;
+  }
+  switch (static_cast<wire::FrameType>(f.header.type)) {
+    case wire::FrameType::kHeartbeat:
+      OnHeartbeat(f, source_host, now_ns);
+      break;
+    case wire::FrameType::kDirectory:
+      membership_->Heard(source_host, 0, now_ns);
+      OnDirectory(f, source_host, now_ns);
+      break;
+    case wire::FrameType::kSubscribe:
+      membership_->Heard(source_host, 0, now_ns);
+      OnSubscribe(f, source_host, now_ns);
+      break;
+    case wire::FrameType::kAck:
+      membership_->Heard(source_host, 0, now_ns);
+      OnAck(f, source_host, now_ns);
+      break;
+    case wire::FrameType::kData:
+      membership_->Heard(source_host, 0, now_ns);
+      OnData(f, source_host, now_ns);
+      break;
+  }
+}
+
+}  // namespace dsm

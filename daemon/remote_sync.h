@@ -1,0 +1,149 @@
+// dsmd's remote sync: replicates this host's areas to the hosts that attach
+// them and keeps local replicas of other hosts' areas, over net::Transport.
+// Runs on the daemon's single thread, one Poll() per loop turn.
+//
+// Files by concern: remote_sync.cpp (loop, timers, frame dispatch),
+// remote_export.cpp (our areas -> other hosts), remote_replica.cpp (other
+// hosts' areas -> here), remote_directory.cpp (directory and membership frames).
+#ifndef DSM_DAEMON_REMOTE_SYNC_H_
+#define DSM_DAEMON_REMOTE_SYNC_H_
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "coherence/membership.h"
+#include "coherence/replica_receiver.h"
+#include "coherence/replica_sender.h"
+#include "coherence/version_publisher.h"
+#include "coherence/wire_format.h"
+#include "daemon/area_directory.h"
+#include "daemon/cluster_config.h"
+#include "daemon/daemon_config.h"
+#include "net/transport.h"
+
+namespace dsm {
+
+// Counters for dsmctl and tests.
+struct RemoteStats {
+  std::array<uint64_t, static_cast<size_t>(wire::DropReason::kCount)> dropped{};
+  uint64_t frames_in = 0;
+  uint64_t data_frames_out = 0;
+  uint64_t data_bytes_out = 0;  // UDP payload bytes of DATA frames
+  uint64_t changed_bytes_out = 0;  // line bytes carried by DATA frames
+  uint64_t transfers_sent = 0;
+  uint64_t retransmitted_frames = 0;
+  uint64_t versions_collected = 0;
+  uint64_t versions_received = 0;
+  uint64_t acks_out = 0;
+  uint64_t acks_in = 0;
+};
+
+class RemoteSync {
+ public:
+  RemoteSync(const DaemonConfig& config, const ClusterConfig& cluster, ControlSegment* segment,
+             AreaDirectory* directory, uint8_t* backing_base);
+  ~RemoteSync();
+
+  // Opens the DPDK port. On failure `error` says why.
+  bool Start(std::string* error);
+  // One turn: receive, act on timers, send. Returns whether anything happened
+  // (frames in or out), for adaptive polling.
+  bool Poll(uint64_t now_ns);
+
+  // Control plane: a local client asks for `name`, which is not a local area.
+  // Starts replicating it if another host has it. Returns a message for the
+  // client while the replica is not ready ("" if no host has that name).
+  std::string RequestReplica(const std::string& name, uint64_t now_ns);
+
+  const RemoteStats& stats() const { return stats_; }
+  net::TransportStats transport_stats() const;
+
+ private:
+  // An area of this host that other hosts replicate.
+  struct ExportedArea {
+    uint32_t index = 0;
+    uint32_t generation = 0;
+    uint32_t reader_slot = 0;  // the daemon pins versions it copies
+    std::unique_ptr<ReplicaSender> sender;
+    std::vector<uint8_t> shadow;  // the version being shipped (line rounded)
+    bool collected_once = false;
+    // The transfer being handed to the transport (frames may not all fit at once).
+    Transfer sending;
+    uint32_t next_seq = 0;
+    uint32_t frame_count = 0;
+    bool in_send = false;
+    Transfer last_sent;  // kept for retransmitting single frames
+  };
+  // Another host's area replicated here.
+  struct Replica {
+    uint32_t local_index = 0;
+    uint16_t origin_host = 0;
+    uint32_t origin_index = 0;
+    uint32_t origin_generation = 0;
+    std::string name;
+    bool named = false;  // attachable by local clients
+    std::unique_ptr<ReplicaReceiver> receiver;
+    std::unique_ptr<VersionPublisher> publisher;
+    uint64_t subscribed_ns = 0;
+    uint64_t last_nack_ns = 0;
+  };
+  struct RemoteEntry {
+    wire::DirectoryEntry entry;
+    uint64_t heard_ns;
+  };
+
+  // remote_sync.cpp
+  void Receive(std::span<const uint8_t> bytes, uint16_t source_host, uint64_t now_ns);
+  void Drop(wire::DropReason r);
+  uint8_t* Reserve(net::Destination dest);
+  void SendSmall(net::Destination dest, wire::FrameType type, uint32_t area_index,
+                 uint32_t area_generation, uint64_t version, uint64_t base, uint32_t flags,
+                 uint32_t transfer_id, std::span<const uint8_t> body);
+  wire::Header MakeHeader(wire::FrameType type) const;
+
+  // remote_export.cpp
+  void OnSubscribe(const wire::Frame& f, uint16_t host, uint64_t now_ns);
+  void OnAck(const wire::Frame& f, uint16_t host, uint64_t now_ns);
+  bool ExportTurn(ExportedArea& e, uint64_t now_ns);
+  bool Collect(ExportedArea& e);
+  bool ContinueSend(ExportedArea& e, uint64_t now_ns);
+  void ForgetHostSubscriptions(uint16_t host);
+
+  // remote_replica.cpp
+  void OnData(const wire::Frame& f, uint16_t host, uint64_t now_ns);
+  bool ReplicaTurn(Replica& r, uint64_t now_ns);
+  void SendAck(Replica& r, uint64_t now_ns);
+  void PublishReplica(Replica& r, uint64_t now_ns);
+  void OnHostDown(uint16_t host);
+  void OnHostRestarted(uint16_t host);
+  Replica* FindReplica(uint16_t host, uint32_t index, uint32_t generation);
+
+  // remote_directory.cpp
+  void SendHeartbeat(uint64_t now_ns);
+  void SendDirectory(uint64_t now_ns);
+  void OnHeartbeat(const wire::Frame& f, uint16_t host, uint64_t now_ns);
+  void OnDirectory(const wire::Frame& f, uint16_t host, uint64_t now_ns);
+
+  DaemonConfig config_;
+  ClusterConfig cluster_;
+  ControlSegment* segment_;
+  AreaDirectory* directory_;
+  uint8_t* backing_;
+  uint64_t incarnation_;
+  std::unique_ptr<net::Transport> transport_;
+  std::unique_ptr<Membership> membership_;
+  std::map<uint32_t, ExportedArea> exports_;  // by local area index
+  std::vector<std::unique_ptr<Replica>> replicas_;
+  std::map<uint16_t, std::map<std::string, RemoteEntry>> remote_dir_;  // by host, then name
+  uint64_t next_heartbeat_ns_ = 0;
+  uint64_t next_directory_ns_ = 0;
+  RemoteStats stats_;
+};
+
+}  // namespace dsm
+
+#endif  // DSM_DAEMON_REMOTE_SYNC_H_

@@ -1,0 +1,38 @@
+// dsmd's timing tunables, in one place. Units are in the names.
+#ifndef DSM_DAEMON_TUNABLES_H_
+#define DSM_DAEMON_TUNABLES_H_
+
+#include <cstdint>
+
+namespace dsm {
+
+// Every host tells every other it is alive this often...
+inline constexpr uint64_t kHeartbeatIntervalNs = 50'000'000;
+// ... and is marked down after this much silence.
+inline constexpr uint64_t kHostDownAfterNs = 500'000'000;
+// Directory listings (with each area's latest version) go out this often, so a
+// replica's staleness is refreshed well within the default 100 ms bound.
+inline constexpr uint64_t kDirectoryIntervalNs = 25'000'000;
+// A remote host's directory entry is forgotten after this much silence.
+inline constexpr uint64_t kDirectoryForgetNs = 1'000'000'000;
+// A transfer not acknowledged within this time after its last frame is resent
+// (as the union of everything the host lacks, at the newest version).
+inline constexpr uint64_t kRetransmitTimeoutNs = 20'000'000;
+// A receiver missing frames of a transfer asks for them after this much quiet.
+inline constexpr uint64_t kNackAfterNs = 3'000'000;
+// Frames handed to the transport per loop turn before other work gets a turn.
+inline constexpr uint32_t kSendBurstFrames = 256;
+// Adaptive polling: sleep between idle turns, doubling from min to max.
+inline constexpr uint64_t kIdleSleepMinNs = 20'000;
+inline constexpr uint64_t kIdleSleepMaxNs = 1'000'000;
+// Turns without work before the first idle sleep.
+inline constexpr uint32_t kSpinTurnsBeforeSleep = 64;
+// Waiting for a writer to leave its export critical section (a few stores).
+inline constexpr uint64_t kExportWaitNs = 2'000'000;
+
+// The multicast group every daemon of a cluster joins for fan-out of DATA.
+inline constexpr uint16_t kClusterGroup = 1;
+
+}  // namespace dsm
+
+#endif  // DSM_DAEMON_TUNABLES_H_
