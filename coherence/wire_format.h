@@ -31,8 +31,8 @@ enum class FrameType : uint8_t {
 };
 
 // Header flags.
-inline constexpr uint32_t kFlagFull = 1u << 0;         // DATA: the whole area; base ignored.
-                                                       // ACK: the receiver holds no version yet
+inline constexpr uint32_t kFlagFull = 1u << 0;  // DATA: the whole area (base ignored);
+                                                // ACK: the receiver holds no version yet
 inline constexpr uint32_t kFlagUnsubscribe = 1u << 1;  // SUBSCRIBE: stop replicating
 
 struct __attribute__((packed)) Header {

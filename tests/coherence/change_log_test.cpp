@@ -4,9 +4,12 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <random>
 #include <utility>
 #include <vector>
+
+#include "coherence/line_set.h"
 
 namespace dsm {
 namespace {
@@ -14,13 +17,7 @@ namespace {
 using Run = std::pair<size_t, size_t>;  // (first line, count)
 using Runs = std::vector<Run>;
 
-Runs CollectRuns(const ChangeLog& log) {
-  Runs runs;
-  log.ForEachRun([&](size_t first, size_t count) { runs.emplace_back(first, count); });
-  return runs;
-}
-
-// The maximal runs of a plain per-line model, in order: what ForEachRun must report.
+// The maximal runs of a plain per-line model, in order.
 Runs ModelRuns(const std::vector<bool>& model) {
   Runs runs;
   for (size_t i = 0; i < model.size();) {
@@ -36,6 +33,14 @@ Runs ModelRuns(const std::vector<bool>& model) {
   return runs;
 }
 
+// The marked lines of `log` as maximal runs, read line by line with Test(): a
+// compact way to state what a log holds.
+Runs MarkedRuns(const ChangeLog& log) {
+  std::vector<bool> marked(log.lines());
+  for (size_t i = 0; i < marked.size(); ++i) marked[i] = log.Test(i);
+  return ModelRuns(marked);
+}
+
 // Checks every read-side view of `log` against the model.
 void ExpectMatchesModel(const ChangeLog& log, const std::vector<bool>& model) {
   ASSERT_EQ(log.lines(), model.size());
@@ -47,7 +52,6 @@ void ExpectMatchesModel(const ChangeLog& log, const std::vector<bool>& model) {
   EXPECT_FALSE(log.Test(model.size()));
   EXPECT_EQ(log.CountLines(), marked);
   EXPECT_EQ(log.Empty(), marked == 0);
-  EXPECT_EQ(CollectRuns(log), ModelRuns(model));
 }
 
 void ModelMarkBytes(std::vector<bool>& model, size_t area_bytes, size_t offset, size_t len) {
@@ -110,7 +114,7 @@ TEST(ChangeLogTest, MarkingTwiceIsIdempotent) {
   log.MarkLines(10, 5);
   log.MarkBytes(10 * 64, 5 * 64);
   EXPECT_EQ(log.CountLines(), 5u);
-  EXPECT_EQ(CollectRuns(log), (Runs{{10, 5}}));
+  EXPECT_EQ(MarkedRuns(log), (Runs{{10, 5}}));
 }
 
 TEST(ChangeLogTest, ClearRemovesEveryMarkAndTheLogIsReusable) {
@@ -127,17 +131,17 @@ TEST(ChangeLogTest, ClearRemovesEveryMarkAndTheLogIsReusable) {
   for (size_t p = 0; p < log.pages(); ++p) ASSERT_EQ(log.page_bytes()[p], 0) << p;
 
   log.MarkLines(64, 1);
-  EXPECT_EQ(CollectRuns(log), (Runs{{64, 1}}));
+  EXPECT_EQ(MarkedRuns(log), (Runs{{64, 1}}));
 }
 
 TEST(ChangeLogTest, MarkLinesClipsAtTheEnd) {
   ChangeLog log(1000);  // 16 lines, the last one partial
   ASSERT_EQ(log.lines(), 16u);
   log.MarkLines(14, 100);
-  EXPECT_EQ(CollectRuns(log), (Runs{{14, 2}}));
+  EXPECT_EQ(MarkedRuns(log), (Runs{{14, 2}}));
   log.Clear();
   log.MarkLines(3, SIZE_MAX);  // first + count would overflow
-  EXPECT_EQ(CollectRuns(log), (Runs{{3, 13}}));
+  EXPECT_EQ(MarkedRuns(log), (Runs{{3, 13}}));
 }
 
 TEST(ChangeLogTest, MarkLinesOutOfRangeOrEmptyIsIgnored) {
@@ -155,19 +159,19 @@ TEST(ChangeLogTest, MarkLinesOutOfRangeOrEmptyIsIgnored) {
 TEST(ChangeLogTest, MarkBytesMarksEveryTouchedLine) {
   ChangeLog log(4096);
   log.MarkBytes(0, 1);
-  EXPECT_EQ(CollectRuns(log), (Runs{{0, 1}}));
+  EXPECT_EQ(MarkedRuns(log), (Runs{{0, 1}}));
   log.Clear();
   log.MarkBytes(63, 2);  // straddles lines 0 and 1
-  EXPECT_EQ(CollectRuns(log), (Runs{{0, 2}}));
+  EXPECT_EQ(MarkedRuns(log), (Runs{{0, 2}}));
   log.Clear();
   log.MarkBytes(64, 64);  // exactly line 1, touches neither neighbour
-  EXPECT_EQ(CollectRuns(log), (Runs{{1, 1}}));
+  EXPECT_EQ(MarkedRuns(log), (Runs{{1, 1}}));
   log.Clear();
   log.MarkBytes(127, 1);
-  EXPECT_EQ(CollectRuns(log), (Runs{{1, 1}}));
+  EXPECT_EQ(MarkedRuns(log), (Runs{{1, 1}}));
   log.Clear();
   log.MarkBytes(100, 1000);  // bytes 100..1099: lines 1..17
-  EXPECT_EQ(CollectRuns(log), (Runs{{1, 17}}));
+  EXPECT_EQ(MarkedRuns(log), (Runs{{1, 17}}));
 }
 
 TEST(ChangeLogTest, MarkBytesWithZeroLengthMarksNothing) {
@@ -182,13 +186,13 @@ TEST(ChangeLogTest, MarkBytesWithZeroLengthMarksNothing) {
 TEST(ChangeLogTest, MarkBytesAtTheLastByte) {
   ChangeLog log(1000);  // last line covers bytes 960..999
   log.MarkBytes(999, 1);
-  EXPECT_EQ(CollectRuns(log), (Runs{{15, 1}}));
+  EXPECT_EQ(MarkedRuns(log), (Runs{{15, 1}}));
   log.Clear();
   log.MarkBytes(999, 100);  // runs past the end: clipped to the last line
-  EXPECT_EQ(CollectRuns(log), (Runs{{15, 1}}));
+  EXPECT_EQ(MarkedRuns(log), (Runs{{15, 1}}));
   log.Clear();
   log.MarkBytes(950, 1000);
-  EXPECT_EQ(CollectRuns(log), (Runs{{14, 2}}));
+  EXPECT_EQ(MarkedRuns(log), (Runs{{14, 2}}));
 }
 
 TEST(ChangeLogTest, MarkBytesPastTheEndIsClippedOrIgnored) {
@@ -200,7 +204,7 @@ TEST(ChangeLogTest, MarkBytesPastTheEndIsClippedOrIgnored) {
   log.MarkBytes(SIZE_MAX, 1);
   ExpectMatchesModel(log, std::vector<bool>(log.lines()));
   log.MarkBytes(500, 10000);
-  EXPECT_EQ(CollectRuns(log), (Runs{{7, 9}}));
+  EXPECT_EQ(MarkedRuns(log), (Runs{{7, 9}}));
 }
 
 TEST(ChangeLogTest, MarkBytesWithHugeLengthDoesNotWrapAround) {
@@ -208,13 +212,13 @@ TEST(ChangeLogTest, MarkBytesWithHugeLengthDoesNotWrapAround) {
   // offset, so it must be clipped to the area, not wrapped to a few low lines.
   ChangeLog log(4096 * 3);
   log.MarkBytes(10, SIZE_MAX);
-  EXPECT_EQ(CollectRuns(log), (Runs{{0, log.lines()}}));
+  EXPECT_EQ(MarkedRuns(log), (Runs{{0, log.lines()}}));
   log.Clear();
   log.MarkBytes(200, SIZE_MAX - 50);
-  EXPECT_EQ(CollectRuns(log), (Runs{{3, log.lines() - 3}}));
+  EXPECT_EQ(MarkedRuns(log), (Runs{{3, log.lines() - 3}}));
   log.Clear();
   log.MarkBytes(4096 * 3 - 1, SIZE_MAX);
-  EXPECT_EQ(CollectRuns(log), (Runs{{log.lines() - 1, 1}}));
+  EXPECT_EQ(MarkedRuns(log), (Runs{{log.lines() - 1, 1}}));
   log.Clear();
   log.MarkBytes(SIZE_MAX - 5, SIZE_MAX);
   EXPECT_TRUE(log.Empty());
@@ -225,7 +229,7 @@ TEST(ChangeLogTest, MarkBytesSpanningTheWholeAreaIsOneRun) {
                       size_t{4097}, size_t{9 * 4096 + 17}}) {
     ChangeLog log(area);
     log.MarkBytes(0, area);
-    EXPECT_EQ(CollectRuns(log), (Runs{{0, log.lines()}})) << area;
+    EXPECT_EQ(MarkedRuns(log), (Runs{{0, log.lines()}})) << area;
     EXPECT_EQ(log.CountLines(), log.lines()) << area;
   }
 }
@@ -247,118 +251,14 @@ TEST(ChangeLogTest, ZeroByteAreaIgnoresEverything) {
   log.MarkLines(0, 1);
   EXPECT_TRUE(log.Empty());
   EXPECT_EQ(log.CountLines(), 0u);
-  EXPECT_TRUE(CollectRuns(log).empty());
+  EXPECT_TRUE(MarkedRuns(log).empty());
   ChangeLog other(0);
   log.Merge(other);
   log.Clear();
   EXPECT_TRUE(log.Empty());
 }
 
-// --- Runs -------------------------------------------------------------------------
-
-TEST(ChangeLogRunsTest, AdjacentMarksFormOneRun) {
-  ChangeLog log(4096);
-  log.MarkLines(5, 1);
-  log.MarkLines(6, 1);
-  log.MarkLines(7, 1);  // crosses the 8-line word boundary inside a page
-  log.MarkLines(8, 1);
-  log.MarkLines(10, 1);
-  EXPECT_EQ(CollectRuns(log), (Runs{{5, 4}, {10, 1}}));
-}
-
-TEST(ChangeLogRunsTest, RunSpanningAPageBoundaryIsOneRun) {
-  ChangeLog log(4 * 4096);
-  log.MarkLines(60, 11);  // lines 60..70, pages 0 and 1
-  EXPECT_EQ(CollectRuns(log), (Runs{{60, 11}}));
-}
-
-TEST(ChangeLogRunsTest, RunMadeOfTwoMarksOnEitherSideOfAPageBoundary) {
-  ChangeLog log(4 * 4096);
-  log.MarkLines(63, 1);
-  log.MarkLines(64, 1);
-  EXPECT_EQ(CollectRuns(log), (Runs{{63, 2}}));
-}
-
-TEST(ChangeLogRunsTest, RunSpanningManyPagesIsOneRun) {
-  ChangeLog log(20 * 4096);
-  log.MarkLines(50, 1000);  // pages 0..16, fully covering 1..15
-  EXPECT_EQ(CollectRuns(log), (Runs{{50, 1000}}));
-}
-
-TEST(ChangeLogRunsTest, RunAcrossAnEightPageSummaryWord) {
-  // Pages 7 and 8 sit in different 8-byte words of the summary.
-  ChangeLog log(20 * 4096);
-  log.MarkLines(7 * 64 + 60, 10);
-  EXPECT_EQ(CollectRuns(log), (Runs{{7 * 64 + 60, 10}}));
-}
-
-TEST(ChangeLogRunsTest, RunEndingAtAPageEndWithCleanNextPageIsClosed) {
-  ChangeLog log(4 * 4096);
-  log.MarkLines(0, 64);
-  log.MarkLines(128, 3);
-  EXPECT_EQ(CollectRuns(log), (Runs{{0, 64}, {128, 3}}));
-}
-
-TEST(ChangeLogRunsTest, RunEndingAtAPageEndIsNotJoinedToANonAdjacentLineOfTheNextPage) {
-  ChangeLog log(4 * 4096);
-  log.MarkLines(60, 4);  // ends at line 63, the page's last
-  log.MarkLines(65, 1);  // next page is dirty but its first line is clean
-  EXPECT_EQ(CollectRuns(log), (Runs{{60, 4}, {65, 1}}));
-}
-
-TEST(ChangeLogRunsTest, RunEndingAtTheLastLine) {
-  ChangeLog log(3 * 4096 + 100);  // partial last line and partial last page
-  const size_t last = log.lines() - 1;
-  log.MarkLines(last - 5, 6);
-  EXPECT_EQ(CollectRuns(log), (Runs{{last - 5, 6}}));
-  log.Clear();
-  log.MarkLines(last, 1);
-  EXPECT_EQ(CollectRuns(log), (Runs{{last, 1}}));
-}
-
-TEST(ChangeLogRunsTest, RunEndingAtTheLastLineOfAFullLastPage) {
-  ChangeLog log(4 * 4096);
-  log.MarkLines(3 * 64 - 2, 66);  // lines 190..255, crossing into the last page
-  EXPECT_EQ(CollectRuns(log), (Runs{{190, 66}}));
-}
-
-TEST(ChangeLogRunsTest, AlternatingLinesAreSeparateRuns) {
-  ChangeLog log(3 * 4096 + 100);
-  std::vector<bool> model(log.lines());
-  for (size_t i = 0; i < log.lines(); i += 2) {
-    log.MarkLines(i, 1);
-    model[i] = true;
-  }
-  const Runs runs = CollectRuns(log);
-  EXPECT_EQ(runs.size(), (log.lines() + 1) / 2);
-  ExpectMatchesModel(log, model);
-
-  // The complementary pattern: odd lines, ending at the last line since lines() is even.
-  ASSERT_EQ(log.lines() % 2, 0u);
-  log.Clear();
-  model.assign(log.lines(), false);
-  for (size_t i = 1; i < log.lines(); i += 2) {
-    log.MarkLines(i, 1);
-    model[i] = true;
-  }
-  ExpectMatchesModel(log, model);
-}
-
-TEST(ChangeLogRunsTest, WholeAreaIsOneRun) {
-  ChangeLog log(7 * 4096 + 1);
-  log.MarkLines(0, log.lines());
-  EXPECT_EQ(CollectRuns(log), (Runs{{0, log.lines()}}));
-}
-
-TEST(ChangeLogRunsTest, IsolatedDirtyPageAfterManyCleanPages) {
-  // Page 9 is reached through the summary word that starts at page 8.
-  ChangeLog log(40 * 4096);
-  log.MarkLines(9 * 64 + 3, 1);
-  log.MarkLines(39 * 64 + 63, 1);
-  EXPECT_EQ(CollectRuns(log), (Runs{{9 * 64 + 3, 1}, {39 * 64 + 63, 1}}));
-}
-
-TEST(ChangeLogRunsTest, RandomMarksMatchAPerLineModel) {
+TEST(ChangeLogTest, RandomMarksMatchAPerLineModel) {
   std::mt19937_64 rng(0x5eed0001);
   const size_t areas[] = {1, 63, 64, 65, 4095, 4096, 4097, 3 * 4096 + 100, 65 * 4096 + 1};
   for (size_t area : areas) {
@@ -417,11 +317,11 @@ TEST(ChangeLogMergeTest, MergeIntoEmptyCopiesAndMergeOfEmptyIsANoOp) {
   b.MarkLines(62, 4);
   b.MarkLines(255, 1);
   a.Merge(b);
-  EXPECT_EQ(CollectRuns(a), (Runs{{62, 4}, {255, 1}}));
+  EXPECT_EQ(MarkedRuns(a), (Runs{{62, 4}, {255, 1}}));
 
   ChangeLog empty(4 * 4096);
   a.Merge(empty);
-  EXPECT_EQ(CollectRuns(a), (Runs{{62, 4}, {255, 1}}));
+  EXPECT_EQ(MarkedRuns(a), (Runs{{62, 4}, {255, 1}}));
 }
 
 TEST(ChangeLogMergeTest, MergedLogClearsFully) {
@@ -467,13 +367,165 @@ TEST(ChangeLogMergeTest, RawFastPathStoresAreSeenByEveryOperation) {
     log.line_bytes()[line] = 1;
     log.page_bytes()[line / kLinesPerPage] = 1;
   }
-  EXPECT_EQ(CollectRuns(log), (Runs{{0, 1}, {64, 2}, {319, 1}}));
+  EXPECT_EQ(MarkedRuns(log), (Runs{{0, 1}, {64, 2}, {319, 1}}));
   EXPECT_EQ(log.CountLines(), 4u);
   sink.Merge(log);
-  EXPECT_EQ(CollectRuns(sink), (Runs{{0, 1}, {64, 2}, {319, 1}}));
+  EXPECT_EQ(MarkedRuns(sink), (Runs{{0, 1}, {64, 2}, {319, 1}}));
   log.Clear();
   EXPECT_TRUE(log.Empty());
   EXPECT_EQ(log.CountLines(), 0u);
+}
+
+// --- Drain ------------------------------------------------------------------------
+
+struct DrainedPage {
+  size_t page;
+  std::vector<uint8_t> line_bytes;
+};
+
+std::vector<DrainedPage> DrainAll(ChangeLog& log) {
+  std::vector<DrainedPage> pages;
+  log.Drain([&](size_t page, const uint8_t* line_bytes) {
+    pages.push_back({page, std::vector<uint8_t>(line_bytes, line_bytes + kLinesPerPage)});
+  });
+  return pages;
+}
+
+// After a Drain every raw byte must be zero: dsm_log() and later scans read them.
+void ExpectRawBytesZero(ChangeLog& log) {
+  for (size_t i = 0; i < log.pages() * kLinesPerPage; ++i) ASSERT_EQ(log.line_bytes()[i], 0) << i;
+  for (size_t p = 0; p < log.pages(); ++p) ASSERT_EQ(log.page_bytes()[p], 0) << p;
+}
+
+TEST(ChangeLogDrainTest, EmptyLogCallsNothing) {
+  ChangeLog log(9 * 4096 + 5);
+  EXPECT_TRUE(DrainAll(log).empty());
+  ChangeLog zero(0);
+  EXPECT_TRUE(DrainAll(zero).empty());
+}
+
+TEST(ChangeLogDrainTest, VisitsEachDirtyPageOnceInAscendingOrderWithItsLineBytes) {
+  ChangeLog log(40 * 4096);
+  log.MarkLines(39 * 64 + 63, 1);  // the last line, marked first
+  log.MarkLines(3, 1);
+  log.MarkLines(9 * 64 + 62, 4);  // lines 62..63 of page 9, 0..1 of page 10
+  log.MarkLines(3, 1);            // twice: still one page visit
+  const std::vector<DrainedPage> pages = DrainAll(log);
+  ASSERT_EQ(pages.size(), 4u);
+  const size_t expected_pages[] = {0, 9, 10, 39};
+  for (size_t i = 0; i < pages.size(); ++i) EXPECT_EQ(pages[i].page, expected_pages[i]);
+  auto expect_only = [](const DrainedPage& p, std::vector<size_t> set) {
+    for (size_t i = 0; i < kLinesPerPage; ++i) {
+      const bool want = std::find(set.begin(), set.end(), i) != set.end();
+      EXPECT_EQ(p.line_bytes[i] != 0, want) << "page " << p.page << " line " << i;
+    }
+  };
+  expect_only(pages[0], {3});
+  expect_only(pages[1], {62, 63});
+  expect_only(pages[2], {0, 1});
+  expect_only(pages[3], {63});
+
+  EXPECT_TRUE(log.Empty());
+  EXPECT_EQ(log.CountLines(), 0u);
+  ExpectRawBytesZero(log);
+  EXPECT_TRUE(DrainAll(log).empty());
+}
+
+TEST(ChangeLogDrainTest, DrainedLogIsReusable) {
+  ChangeLog log(8 * 4096);
+  log.MarkLines(100, 30);
+  DrainAll(log);
+  log.MarkLines(7 * 64 + 5, 1);
+  const std::vector<DrainedPage> pages = DrainAll(log);
+  ASSERT_EQ(pages.size(), 1u);
+  EXPECT_EQ(pages[0].page, 7u);
+  EXPECT_EQ(LineBytesToMask(pages[0].line_bytes.data()), uint64_t{1} << 5);
+}
+
+TEST(ChangeLogDrainTest, PartialLastPageReportsNoLinePastTheArea) {
+  ChangeLog log(3 * 4096 + 100);  // 194 lines: the last page holds 2
+  log.MarkBytes(0, SIZE_MAX);
+  const std::vector<DrainedPage> pages = DrainAll(log);
+  ASSERT_EQ(pages.size(), 4u);
+  for (size_t i = 0; i < 3; ++i)
+    EXPECT_EQ(LineBytesToMask(pages[i].line_bytes.data()), ~uint64_t{0});
+  EXPECT_EQ(LineBytesToMask(pages[3].line_bytes.data()), uint64_t{0b11});
+}
+
+TEST(ChangeLogDrainTest, RandomMarksDrainIntoTheSameLines) {
+  std::mt19937_64 rng(0x5eed0004);
+  const size_t areas[] = {1, 64, 4097, 9 * 4096, 65 * 4096 + 1};
+  for (size_t area : areas) {
+    for (int round = 0; round < 20; ++round) {
+      SCOPED_TRACE(testing::Message() << "area " << area << " round " << round);
+      ChangeLog log(area);
+      std::vector<bool> model(log.lines());
+      const int marks = round % 2 == 0 ? 3 : 60;
+      for (int m = 0; m < marks; ++m) {
+        const size_t offset = rng() % (area + 100);
+        const size_t len = rng() % (round % 4 == 3 ? 20000 : 300);
+        log.MarkBytes(offset, len);
+        ModelMarkBytes(model, area, offset, len);
+      }
+      LineSet drained(area);
+      size_t previous_page = 0;
+      bool first = true;
+      log.Drain([&](size_t page, const uint8_t* line_bytes) {
+        EXPECT_TRUE(first || page > previous_page) << "page " << page << " after " << previous_page;
+        first = false;
+        previous_page = page;
+        drained.AddMask(page, LineBytesToMask(line_bytes));
+      });
+      for (size_t i = 0; i < model.size(); ++i)
+        ASSERT_EQ(drained.Test(i), model[i]) << "line " << i;
+      ExpectMatchesModel(log, std::vector<bool>(log.lines()));
+      ExpectRawBytesZero(log);
+      if (HasFatalFailure()) return;
+    }
+  }
+}
+
+TEST(ChangeLogDrainTest, SeesRawFastPathStores) {
+  // dsm_log() stores a line byte and its page byte directly, without MarkLines.
+  ChangeLog log(5 * 4096);
+  for (size_t line : {size_t{0}, size_t{64}, size_t{65}, size_t{319}}) {
+    log.line_bytes()[line] = 1;
+    log.page_bytes()[line / kLinesPerPage] = 1;
+  }
+  const std::vector<DrainedPage> pages = DrainAll(log);
+  ASSERT_EQ(pages.size(), 3u);
+  EXPECT_EQ(pages[0].page, 0u);
+  EXPECT_EQ(LineBytesToMask(pages[0].line_bytes.data()), 1u);
+  EXPECT_EQ(pages[1].page, 1u);
+  EXPECT_EQ(LineBytesToMask(pages[1].line_bytes.data()), 0b11u);
+  EXPECT_EQ(pages[2].page, 4u);
+  EXPECT_EQ(LineBytesToMask(pages[2].line_bytes.data()), uint64_t{1} << 63);
+  ExpectRawBytesZero(log);
+}
+
+// Drain walks the summary, like Merge and Clear: its cost follows the dirty pages.
+TEST(ChangeLogDrainTest, FollowsTheSummary) {
+  ChangeLog log(8 * 4096);
+  log.line_bytes()[2 * 64 + 5] = 1;  // no summary byte: page 2 counts as clean
+  log.page_bytes()[6] = 1;           // a summary byte without line bytes
+  const std::vector<DrainedPage> pages = DrainAll(log);
+  ASSERT_EQ(pages.size(), 1u);
+  EXPECT_EQ(pages[0].page, 6u);
+  EXPECT_EQ(LineBytesToMask(pages[0].line_bytes.data()), 0u);  // a zero mask: nothing to copy
+  EXPECT_EQ(log.page_bytes()[6], 0);
+  EXPECT_EQ(log.line_bytes()[2 * 64 + 5], 1);  // untouched
+}
+
+TEST(ChangeLogDrainTest, DrainsWhatMergeBroughtIn) {
+  ChangeLog a(8 * 4096), b(8 * 4096);
+  a.MarkLines(1, 1);
+  b.MarkLines(5 * 64 + 1, 2);
+  a.Merge(b);
+  const std::vector<DrainedPage> pages = DrainAll(a);
+  ASSERT_EQ(pages.size(), 2u);
+  EXPECT_EQ(pages[1].page, 5u);
+  EXPECT_EQ(LineBytesToMask(pages[1].line_bytes.data()), 0b110u);
+  EXPECT_EQ(MarkedRuns(b), (Runs{{5 * 64 + 1, 2}}));  // the source keeps its marks
 }
 
 // --- Large areas ------------------------------------------------------------------
@@ -485,24 +537,26 @@ TEST(ChangeLogLargeTest, SixtyFourMiBAreaWithAFewMarks) {
   log.MarkBytes(0, 1);
   log.MarkBytes(4096 * 1000 - 1, 2);  // straddles pages 999 and 1000
   log.MarkBytes(area - 1, 1);
-  EXPECT_EQ(CollectRuns(log), (Runs{{0, 1}, {64000 - 1, 2}, {last, 1}}));
+  EXPECT_EQ(MarkedRuns(log), (Runs{{0, 1}, {64000 - 1, 2}, {last, 1}}));
   EXPECT_EQ(log.CountLines(), 4u);
 
   ChangeLog other(area);
   other.MarkLines(last - 1, 1);  // joins the run at the very end
   log.Merge(other);
-  EXPECT_EQ(CollectRuns(log), (Runs{{0, 1}, {64000 - 1, 2}, {last - 1, 2}}));
+  EXPECT_EQ(MarkedRuns(log), (Runs{{0, 1}, {64000 - 1, 2}, {last - 1, 2}}));
 
-  log.Clear();
+  std::vector<size_t> drained;
+  log.Drain([&](size_t page, const uint8_t*) { drained.push_back(page); });
+  EXPECT_EQ(drained, (std::vector<size_t>{0, 999, 1000, log.pages() - 1}));
   EXPECT_TRUE(log.Empty());
-  EXPECT_TRUE(CollectRuns(log).empty());
+  EXPECT_TRUE(MarkedRuns(log).empty());
 }
 
 TEST(ChangeLogLargeTest, SixtyFourMiBAreaMarkedWhole) {
   const size_t area = size_t{64} << 20;
   ChangeLog log(area);
   log.MarkBytes(0, area);
-  EXPECT_EQ(CollectRuns(log), (Runs{{0, log.lines()}}));
+  EXPECT_EQ(MarkedRuns(log), (Runs{{0, log.lines()}}));
   EXPECT_EQ(log.CountLines(), log.lines());
   log.Clear();
   EXPECT_TRUE(log.Empty());

@@ -16,9 +16,9 @@ namespace {
 
 using Runs = std::vector<std::pair<size_t, size_t>>;
 
-Runs CollectRuns(const ChangeLog& log) {
+Runs CollectRuns(const LineSet& set) {
   Runs runs;
-  log.ForEachRun([&](size_t first, size_t count) { runs.emplace_back(first, count); });
+  set.ForEachRun([&](size_t first, size_t count) { runs.emplace_back(first, count); });
   return runs;
 }
 
@@ -33,10 +33,9 @@ Runs ModelRuns(const std::vector<bool>& model) {
   return runs;
 }
 
-// Bytes of `line` that lie inside an area of `area_bytes` (the last line may be partial).
-size_t LineBytesInArea(size_t line, size_t area_bytes) {
-  return std::min(kLineBytes, area_bytes - line * kLineBytes);
-}
+// Publish reads and writes whole lines: buffers are rounded up to them (the
+// library's are rounded up to pages).
+size_t RoundUpToLines(size_t bytes) { return (bytes + kLineBytes - 1) / kLineBytes * kLineBytes; }
 
 // --- PackLatest / UnpackLatest ----------------------------------------------------
 
@@ -130,76 +129,8 @@ TEST(PickTargetBufferTest, EveryMaskAgreesWithTheDefinition) {
   }
 }
 
-// --- CopyMarkedLines --------------------------------------------------------------
-
 constexpr size_t kCanaryBytes = 2 * kLineBytes;
 constexpr uint8_t kCanary = 0xa5;
-
-// Source and destination with room past the area: the source holds bytes that must
-// not be copied, the destination a canary that must survive.
-struct CopyBuffers {
-  explicit CopyBuffers(size_t area) : src(area + kCanaryBytes), dst(area + kCanaryBytes, kCanary) {
-    for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<uint8_t>(i * 7 + 1);
-    std::fill(dst.begin(), dst.begin() + area, 0);
-  }
-  bool CanaryIntact(size_t area) const {
-    return std::all_of(dst.begin() + area, dst.end(), [](uint8_t b) { return b == kCanary; });
-  }
-  std::vector<uint8_t> src, dst;
-};
-
-TEST(CopyMarkedLinesTest, CopiesOnlyMarkedLines) {
-  const size_t area = 3 * 4096;
-  ChangeLog log(area);
-  log.MarkLines(2, 1);
-  log.MarkLines(62, 4);  // a run across the page boundary
-  CopyBuffers buf(area);
-  EXPECT_EQ(CopyMarkedLines(log, buf.src.data(), buf.dst.data(), area), 5 * kLineBytes);
-  for (size_t line = 0; line < log.lines(); ++line) {
-    const uint8_t* src = buf.src.data() + line * kLineBytes;
-    const uint8_t* dst = buf.dst.data() + line * kLineBytes;
-    if (log.Test(line)) {
-      ASSERT_EQ(std::memcmp(dst, src, kLineBytes), 0) << line;
-    } else {
-      ASSERT_TRUE(std::all_of(dst, dst + kLineBytes, [](uint8_t b) { return b == 0; })) << line;
-    }
-  }
-  EXPECT_TRUE(buf.CanaryIntact(area));
-}
-
-TEST(CopyMarkedLinesTest, EmptyLogCopiesNothing) {
-  const size_t area = 4096 + 10;
-  ChangeLog log(area);
-  CopyBuffers buf(area);
-  EXPECT_EQ(CopyMarkedLines(log, buf.src.data(), buf.dst.data(), area), 0u);
-  EXPECT_TRUE(
-      std::all_of(buf.dst.begin(), buf.dst.begin() + area, [](uint8_t b) { return b == 0; }));
-}
-
-TEST(CopyMarkedLinesTest, PartialLastLineStopsAtTheAreaEnd) {
-  for (size_t area : {size_t{1}, size_t{63}, size_t{65}, size_t{1000}, size_t{4097}}) {
-    SCOPED_TRACE(area);
-    ChangeLog log(area);
-    const size_t last = log.lines() - 1;
-    log.MarkLines(last, 1);
-    CopyBuffers buf(area);
-    EXPECT_EQ(CopyMarkedLines(log, buf.src.data(), buf.dst.data(), area), area - last * kLineBytes);
-    EXPECT_EQ(std::memcmp(buf.dst.data() + last * kLineBytes, buf.src.data() + last * kLineBytes,
-                          area - last * kLineBytes),
-              0);
-    EXPECT_TRUE(buf.CanaryIntact(area));
-  }
-}
-
-TEST(CopyMarkedLinesTest, WholeAreaWithPartialLastLine) {
-  const size_t area = 2 * 4096 + 1000;
-  ChangeLog log(area);
-  log.MarkBytes(0, area);
-  CopyBuffers buf(area);
-  EXPECT_EQ(CopyMarkedLines(log, buf.src.data(), buf.dst.data(), area), area);
-  EXPECT_EQ(std::memcmp(buf.dst.data(), buf.src.data(), area), 0);
-  EXPECT_TRUE(buf.CanaryIntact(area));
-}
 
 // --- VersionPublisher: fixed scenarios ----------------------------------------------
 
@@ -233,12 +164,12 @@ TEST(VersionPublisherTest, PublishCopiesDirtyLinesAndMovesThemToTheOtherBuffers)
 
 TEST(VersionPublisherTest, BufferThatMissedVersionsCatchesUpInOneCopy) {
   const size_t area = 3 * 4096 + 100;
-  std::vector<uint8_t> writer(area, 0);
+  std::vector<uint8_t> writer(RoundUpToLines(area), 0);
   std::vector<std::vector<uint8_t>> buffers(3, writer);
   VersionPublisher pub(area, 3);
   ChangeLog dirty(area);
   auto write_line = [&](size_t line, uint8_t value) {
-    std::fill_n(writer.begin() + line * kLineBytes, LineBytesInArea(line, area), value);
+    std::fill_n(writer.begin() + line * kLineBytes, kLineBytes, value);
     dirty.MarkLines(line, 1);
   };
 
@@ -247,8 +178,8 @@ TEST(VersionPublisherTest, BufferThatMissedVersionsCatchesUpInOneCopy) {
   write_line(70, 2);  // v2 -> buffer 2, which also missed v1
   ASSERT_EQ(pub.Publish(dirty, 2, writer.data(), buffers[2].data()), 2 * kLineBytes);
   write_line(1, 3);    // v3 -> buffer 0, which missed v1 and v2
-  write_line(193, 4);  // the partial last line: 100 - 64 = 36 bytes
-  EXPECT_EQ(pub.Publish(dirty, 0, writer.data(), buffers[0].data()), 2 * kLineBytes + 36);
+  write_line(193, 4);  // the partial last line, copied whole
+  EXPECT_EQ(pub.Publish(dirty, 0, writer.data(), buffers[0].data()), 3 * kLineBytes);
   EXPECT_EQ(buffers[0], writer);
   EXPECT_TRUE(pub.pending(0).Empty());
   EXPECT_EQ(CollectRuns(pub.pending(1)), (Runs{{1, 1}, {70, 1}, {193, 1}}));
@@ -275,7 +206,7 @@ TEST(VersionPublisherTest, BufferHeldForeverIsNeverWrittenAndCatchesUpWhenFreed)
   const size_t area = 5 * 4096 + 7;
   constexpr uint32_t kBuffers = 4, kHeld = 2;
   std::mt19937_64 rng(0x5eed0003);
-  std::vector<uint8_t> writer(area);
+  std::vector<uint8_t> writer(RoundUpToLines(area));
   for (uint8_t& b : writer) b = static_cast<uint8_t>(rng());
   std::vector<std::vector<uint8_t>> buffers(kBuffers, writer);
   const std::vector<uint8_t> held_before = buffers[kHeld];
@@ -304,6 +235,67 @@ TEST(VersionPublisherTest, BufferHeldForeverIsNeverWrittenAndCatchesUpWhenFreed)
   EXPECT_EQ(buffers[kHeld], writer);
 }
 
+TEST(VersionPublisherTest, PartialLastLineIsCopiedWholeAndNothingPastIt) {
+  const size_t area = 2 * 4096 + 1000;  // the last line holds 40 bytes of the area
+  const size_t rounded = RoundUpToLines(area);
+  std::vector<uint8_t> writer(rounded + kCanaryBytes, 0x33);  // bytes past `rounded` must not move
+  std::vector<uint8_t> buf(rounded + kCanaryBytes, kCanary);
+  VersionPublisher pub(area, 2);
+  ChangeLog dirty(area);
+  dirty.MarkBytes(0, area);
+  EXPECT_EQ(pub.Publish(dirty, 1, writer.data(), buf.data()), rounded);
+  EXPECT_EQ(std::memcmp(buf.data(), writer.data(), rounded), 0);
+  EXPECT_TRUE(
+      std::all_of(buf.begin() + rounded, buf.end(), [](uint8_t b) { return b == kCanary; }));
+}
+
+TEST(VersionPublisherTest, ChangedReceivesTheDirtyLinesOnly) {
+  const size_t area = 8 * 4096;
+  std::vector<uint8_t> writer(area, 1);
+  std::vector<std::vector<uint8_t>> buffers(3, std::vector<uint8_t>(area, 0));
+  VersionPublisher pub(area, 3);
+  ChangeLog dirty(area);
+  dirty.MarkLines(10, 3);
+  pub.Publish(dirty, 1, writer.data(), buffers[1].data());  // buffer 2 now misses 10..12
+
+  LineSet changed(area);
+  changed.AddLines(500, 1);  // what the caller had already: kept
+  dirty.MarkLines(63, 2);
+  dirty.MarkLines(7 * 64 + 63, 1);
+  EXPECT_EQ(pub.Publish(dirty, 2, writer.data(), buffers[2].data(), &changed), 6 * kLineBytes);
+  // Lines 10..12 were copied to catch buffer 2 up, but did not change in this version.
+  EXPECT_EQ(CollectRuns(changed), (Runs{{63, 2}, {500, 1}, {7 * 64 + 63, 1}}));
+  EXPECT_EQ(CollectRuns(pub.pending(0)), (Runs{{10, 3}, {63, 2}, {7 * 64 + 63, 1}}));
+  EXPECT_EQ(CollectRuns(pub.pending(1)), (Runs{{63, 2}, {7 * 64 + 63, 1}}));
+  EXPECT_TRUE(pub.pending(2).Empty());
+}
+
+TEST(VersionPublisherTest, RawDsmLogStoresArePublished) {
+  // dsm_log() writes line and page bytes directly, with no ChangeLog call.
+  const size_t area = 4 * 4096;
+  std::vector<uint8_t> writer(area);
+  for (size_t i = 0; i < area; ++i) writer[i] = static_cast<uint8_t>(i * 13 + 5);
+  std::vector<uint8_t> buf(area, 0);
+  VersionPublisher pub(area, 2);
+  ChangeLog dirty(area);
+  for (size_t line : {size_t{2}, size_t{64}, size_t{255}}) {
+    dirty.line_bytes()[line] = 1;
+    dirty.page_bytes()[line / kLinesPerPage] = 1;
+  }
+  EXPECT_EQ(pub.Publish(dirty, 1, writer.data(), buf.data()), 3 * kLineBytes);
+  for (size_t line = 0; line < area / kLineBytes; ++line) {
+    const bool copied = line == 2 || line == 64 || line == 255;
+    const uint8_t* got = buf.data() + line * kLineBytes;
+    if (copied) {
+      EXPECT_EQ(std::memcmp(got, writer.data() + line * kLineBytes, kLineBytes), 0) << line;
+    } else {
+      EXPECT_TRUE(std::all_of(got, got + kLineBytes, [](uint8_t b) { return b == 0; })) << line;
+    }
+  }
+  EXPECT_TRUE(dirty.Empty());
+  EXPECT_EQ(dirty.line_bytes()[64], 0);
+}
+
 // --- VersionPublisher: randomized model -------------------------------------------
 
 // (buffer count, area bytes). The areas have a partial last line and, for the larger
@@ -315,12 +307,14 @@ TEST_P(VersionPublisherModelTest, EveryPublishedBufferEqualsTheWriterCopy) {
   const int iterations = area > 100000 ? 250 : 1200;
   std::mt19937_64 rng(0x5eed1000 + n * 1000003 + area);
   const size_t lines = (area + kLineBytes - 1) / kLineBytes;
+  const size_t rounded = RoundUpToLines(area);
 
-  std::vector<uint8_t> writer(area);
+  std::vector<uint8_t> writer(rounded);
   for (uint8_t& b : writer) b = static_cast<uint8_t>(rng());
-  // Every buffer starts as a copy of the writer, followed by a canary.
+  // Every buffer starts as a copy of the writer, followed by a canary after the
+  // last whole line: Publish may write up to there, never past it.
   std::vector<std::vector<uint8_t>> buffers(n, writer);
-  for (auto& b : buffers) b.resize(area + kCanaryBytes, kCanary);
+  for (auto& b : buffers) b.resize(rounded + kCanaryBytes, kCanary);
 
   VersionPublisher pub(area, n);
   ChangeLog dirty(area);
@@ -373,8 +367,7 @@ TEST_P(VersionPublisherModelTest, EveryPublishedBufferEqualsTheWriterCopy) {
 
     size_t expected_bytes = 0;
     for (size_t line = 0; line < lines; ++line) {
-      if (pending_model[t][line] || dirty_model[line])
-        expected_bytes += LineBytesInArea(line, area);
+      if (pending_model[t][line] || dirty_model[line]) expected_bytes += kLineBytes;
     }
     if (held && t == held_buffer && !written[t] && iter >= iterations / 2) ++held_catch_ups;
     const std::vector<std::vector<uint8_t>> before = buffers;
@@ -382,9 +375,9 @@ TEST_P(VersionPublisherModelTest, EveryPublishedBufferEqualsTheWriterCopy) {
     EXPECT_EQ(pub.Publish(dirty, t, writer.data(), buffers[t].data()), expected_bytes);
     ++publishes;
 
-    ASSERT_EQ(std::memcmp(buffers[t].data(), writer.data(), area), 0);
+    ASSERT_EQ(std::memcmp(buffers[t].data(), writer.data(), rounded), 0);
     for (uint32_t b = 0; b < n; ++b) {
-      ASSERT_TRUE(std::all_of(buffers[b].begin() + area, buffers[b].end(),
+      ASSERT_TRUE(std::all_of(buffers[b].begin() + rounded, buffers[b].end(),
                               [](uint8_t x) { return x == kCanary; }))
           << "canary of buffer " << b;
       if (b != t) {
@@ -408,7 +401,7 @@ TEST_P(VersionPublisherModelTest, EveryPublishedBufferEqualsTheWriterCopy) {
       // Whatever a buffer lacks must be pending, or a later publish leaves it stale.
       for (size_t line = 0; line < lines; ++line) {
         const size_t at = line * kLineBytes;
-        if (std::memcmp(buffers[b].data() + at, writer.data() + at, LineBytesInArea(line, area))) {
+        if (std::memcmp(buffers[b].data() + at, writer.data() + at, kLineBytes)) {
           ASSERT_TRUE(pub.pending(b).Test(line)) << "buffer " << b << " line " << line;
         }
       }
