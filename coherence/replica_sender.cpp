@@ -28,12 +28,12 @@ void ReplicaSender::OnAck(uint16_t host, uint64_t complete_version) {
     h.acked = 0;
     h.unacked.Clear();
     h.inflight.Clear();
-    h.inflight_version = 0;
+    h.in_flight = false;
     return;
   }
-  if (h.inflight_version != 0 && complete_version >= h.inflight_version) {
+  if (h.in_flight && complete_version >= h.inflight_version) {
     h.inflight.Clear();
-    h.inflight_version = 0;
+    h.in_flight = false;
     h.has_base = true;
     h.acked = complete_version;
   } else if (h.has_base && complete_version > h.acked) {
@@ -44,7 +44,7 @@ void ReplicaSender::OnAck(uint16_t host, uint64_t complete_version) {
 bool ReplicaSender::Due(const HostState& h, uint64_t now_ns, uint64_t rto_ns) const {
   if (!have_version_) return false;
   if (h.has_base && h.acked >= version_) return false;  // up to date
-  if (h.inflight_version == 0) return true;
+  if (!h.in_flight) return true;
   return now_ns - h.sent_ns >= rto_ns;  // lost or slow: send the newest union
 }
 
@@ -84,6 +84,7 @@ void ReplicaSender::Sent(const Transfer& t, uint64_t now_ns) {
     HostState& h = *it->second;
     h.inflight.Merge(h.unacked);
     h.unacked.Clear();
+    h.in_flight = true;
     h.inflight_version = t.version;
     h.sent_ns = now_ns;
     h.transfer_id = t.transfer_id;

@@ -63,7 +63,8 @@ class ReplicaSender {
     uint64_t acked = 0;
     LineSet unacked;   // changed since `acked`, not yet sent
     LineSet inflight;  // sent in the transfer awaiting acknowledgement
-    uint64_t inflight_version = 0;  // 0: nothing in flight
+    bool in_flight = false;  // a transfer awaits acknowledgement
+    uint64_t inflight_version = 0;
     uint64_t sent_ns = 0;
     uint32_t transfer_id = 0;
   };

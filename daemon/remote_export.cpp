@@ -17,7 +17,7 @@ namespace {
 struct TransportSink {
   net::Transport* transport;
   net::Destination dest;
-  RemoteStats* stats;
+  RemoteCounters* stats;
   uint8_t* Reserve(size_t) { return transport->Reserve(dest); }
   void Commit(size_t bytes) {
     transport->Commit(bytes);

@@ -17,6 +17,7 @@ RemoteSync::RemoteSync(const DaemonConfig& config, const ClusterConfig& cluster,
       segment_(segment),
       directory_(directory),
       backing_(backing_base),
+      stats_(segment->header.remote),
       // Differs at every start, so peers notice a restart.
       incarnation_((MonotonicNs() << 16) ^ static_cast<uint64_t>(getpid())) {}
 
@@ -54,13 +55,35 @@ bool RemoteSync::Start(std::string* error) {
     transport_ = net::WithFaults(std::move(transport_), config_.faults);
   }
   membership_ = std::make_unique<Membership>(peers, kHostDownAfterNs);
+  segment_->header.cluster_hosts = static_cast<uint32_t>(cluster_.hosts.size());
   spdlog::info("remote sync on {} (mtu {}, {} peer(s), {})", self->device, cluster_.mtu_bytes,
                peers.size(), cluster_.multicast ? "multicast fan-out" : "unicast");
   return true;
 }
 
-net::TransportStats RemoteSync::transport_stats() const {
-  return transport_ ? transport_->stats() : net::TransportStats{};
+void RemoteSync::PublishState() {
+  const net::TransportStats t = transport_->stats();
+  stats_.tx_frames = t.tx_frames;
+  stats_.tx_bytes = t.tx_bytes;
+  stats_.tx_dropped = t.tx_dropped;
+  stats_.rx_frames = t.rx_frames;
+  stats_.rx_dropped_malformed = t.rx_dropped_malformed;
+  stats_.rx_dropped_not_for_us = t.rx_dropped_not_for_us;
+  stats_.rx_dropped_unknown_source = t.rx_dropped_unknown_source;
+  stats_.faults_injected =
+      t.faults_dropped + t.faults_duplicated + t.faults_reordered + t.faults_corrupted;
+  ControlHeader& h = segment_->header;
+  for (const ClusterHost& c : cluster_.hosts) {
+    HostInfo& info = h.hosts[c.id];
+    info.in_cluster = 1;
+    if (c.id == config_.host_id) {
+      info.up = 1;
+      info.last_heard_ns = MonotonicNs();
+    } else {
+      info.up = membership_->up(c.id);
+      info.last_heard_ns = membership_->last_heard_ns(c.id);
+    }
+  }
 }
 
 wire::Header RemoteSync::MakeHeader(wire::FrameType type) const {
@@ -100,7 +123,9 @@ bool RemoteSync::Poll(uint64_t now_ns) {
   });
   worked |= got > 0;
 
+  ++stats_.loop_turns;
   if (now_ns >= next_heartbeat_ns_) {
+    PublishState();
     SendHeartbeat(now_ns);
     next_heartbeat_ns_ = now_ns + kHeartbeatIntervalNs;
     for (uint16_t host : membership_->Expire(now_ns)) OnHostDown(host);
@@ -116,6 +141,7 @@ bool RemoteSync::Poll(uint64_t now_ns) {
 }
 
 void RemoteSync::Drop(wire::DropReason r) {
+  static_assert(static_cast<size_t>(wire::DropReason::kCount) <= kDropReasonSlots);
   const uint64_t n = ++stats_.dropped[static_cast<size_t>(r)];
   if ((n & (n - 1)) == 0) {  // 1st, 2nd, 4th, 8th...: visible without flooding the log
     spdlog::debug("dropped a frame: {} ({} so far)", wire::DropReasonName(r), n);

@@ -27,21 +27,6 @@
 
 namespace dsm {
 
-// Counters for dsmctl and tests.
-struct RemoteStats {
-  std::array<uint64_t, static_cast<size_t>(wire::DropReason::kCount)> dropped{};
-  uint64_t frames_in = 0;
-  uint64_t data_frames_out = 0;
-  uint64_t data_bytes_out = 0;  // UDP payload bytes of DATA frames
-  uint64_t changed_bytes_out = 0;  // line bytes carried by DATA frames
-  uint64_t transfers_sent = 0;
-  uint64_t retransmitted_frames = 0;
-  uint64_t versions_collected = 0;
-  uint64_t versions_received = 0;
-  uint64_t acks_out = 0;
-  uint64_t acks_in = 0;
-};
-
 class RemoteSync {
  public:
   RemoteSync(const DaemonConfig& config, const ClusterConfig& cluster, ControlSegment* segment,
@@ -59,8 +44,6 @@ class RemoteSync {
   // client while the replica is not ready ("" if no host has that name).
   std::string RequestReplica(const std::string& name, uint64_t now_ns);
 
-  const RemoteStats& stats() const { return stats_; }
-  net::TransportStats transport_stats() const;
 
  private:
   // An area of this host that other hosts replicate.
@@ -99,6 +82,8 @@ class RemoteSync {
   // remote_sync.cpp
   void Receive(std::span<const uint8_t> bytes, uint16_t source_host, uint64_t now_ns);
   void Drop(wire::DropReason r);
+  // Copies transport and membership state into the control segment.
+  void PublishState();
   uint8_t* Reserve(net::Destination dest);
   void SendSmall(net::Destination dest, wire::FrameType type, uint32_t area_index,
                  uint32_t area_generation, uint64_t version, uint64_t base, uint32_t flags,
@@ -133,6 +118,7 @@ class RemoteSync {
   ControlSegment* segment_;
   AreaDirectory* directory_;
   uint8_t* backing_;
+  RemoteCounters& stats_;  // in the control segment, for dsmctl
   uint64_t incarnation_;
   std::unique_ptr<net::Transport> transport_;
   std::unique_ptr<Membership> membership_;
@@ -141,7 +127,7 @@ class RemoteSync {
   std::map<uint16_t, std::map<std::string, RemoteEntry>> remote_dir_;  // by host, then name
   uint64_t next_heartbeat_ns_ = 0;
   uint64_t next_directory_ns_ = 0;
-  RemoteStats stats_;
+
 };
 
 }  // namespace dsm

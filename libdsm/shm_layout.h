@@ -94,6 +94,41 @@ struct alignas(64) AreaControl {
   std::atomic<uint32_t> reader_client[kMaxReadersPerArea];
 };
 
+// dsmd's remote-sync counters, written by dsmd alone and read by dsmctl and
+// tests (plain fields: a reader may see a count one update late, never garbage
+// that matters).
+inline constexpr size_t kDropReasonSlots = 16;
+struct RemoteCounters {
+  uint64_t frames_in;
+  uint64_t dropped[kDropReasonSlots];  // by wire::DropReason
+  uint64_t data_frames_out;
+  uint64_t data_bytes_out;     // UDP payload bytes of DATA frames
+  uint64_t changed_bytes_out;  // line bytes those frames carried
+  uint64_t transfers_sent;
+  uint64_t retransmitted_frames;
+  uint64_t versions_collected;
+  uint64_t versions_received;
+  uint64_t acks_out;
+  uint64_t acks_in;
+  uint64_t tx_frames;
+  uint64_t tx_bytes;
+  uint64_t tx_dropped;
+  uint64_t rx_frames;
+  uint64_t rx_dropped_malformed;
+  uint64_t rx_dropped_not_for_us;
+  uint64_t rx_dropped_unknown_source;
+  uint64_t faults_injected;
+  uint64_t loop_turns;
+  uint64_t idle_sleeps;
+};
+
+// What dsmd knows of each host of the cluster.
+struct HostInfo {
+  uint32_t in_cluster;  // listed in the cluster file
+  uint32_t up;
+  uint64_t last_heard_ns;  // CLOCK_MONOTONIC of this host
+};
+
 struct alignas(64) ControlHeader {
   uint64_t magic;
   uint32_t layout_version;
@@ -109,6 +144,10 @@ struct alignas(64) ControlHeader {
   std::atomic<uint32_t> daemon_alive;
   uint64_t default_sync_interval_ns;
   uint64_t default_staleness_bound_ns;
+  uint32_t cluster_hosts;  // 0: this host runs alone
+  uint32_t reserved;
+  HostInfo hosts[kMaxHosts];
+  RemoteCounters remote;
 };
 
 struct ControlSegment {

@@ -42,6 +42,7 @@ usage:
   $0 down [--dir DIR] [--keep-logs]
   $0 status [--dir DIR]
   $0 exec H [--dir DIR] -- command...
+  $0 start H [--dir DIR] [-- dsmd args...]
 
   up      builds N hosts (namespaces <prefix>-h1..hN) on a bridge (namespace <prefix>-sw),
           writes DIR/cluster.toml and starts one dsmd per host. If a cluster is already
@@ -51,6 +52,7 @@ usage:
           successful when nothing is up.
   status  prints the hosts and whether their daemons are alive; exit 1 if no cluster.
   exec    runs a command on host H (in its namespace, with DSM_SOCKET set).
+  start   starts host H's dsmd again (after it stopped or was killed); no-op if it runs.
 
 Environment: DSMD (dsmd binary, default build/daemon/dsmd), DSM_START_TIMEOUT (s, default 30),
 DSM_TAP_WAIT (s, default 10).
@@ -628,6 +630,41 @@ cmd_exec() {
 }
 
 # ---------------------------------------------------------------------------
+# start (restart one host's daemon)
+
+cmd_start() {
+  local dir=$DEFAULT_DIR h=
+  DSMD_EXTRA=()
+  while (($#)); do
+    case $1 in
+      --dir) (($# >= 2)) || die "--dir needs a value"; dir=$2; shift 2 ;;
+      --dir=*) dir=${1#--dir=}; shift ;;
+      --) shift; DSMD_EXTRA=("$@"); break ;;
+      -h | --help) usage; exit 0 ;;
+      *)
+        [[ -z $h ]] || die "start: unexpected argument '$1'"
+        h=$1; shift ;;
+    esac
+  done
+  [[ -n $h && $h =~ ^[0-9]+$ ]] || die "start: usage: $0 start H [--dir DIR] [-- dsmd args...]"
+  h=$((10#$h))
+  require_root
+  DIR=$(resolve_dir "$dir")
+  PREFIX=$(prefix_for "$DIR")
+  ns_exists "$(host_ns "$h")" || die "start: host $h is not up (no namespace for $DIR)"
+  [[ $(state_get device) != tap ]] || die "start: restarting a tap host is not supported"
+  local pid
+  pid=$(pid_from_file "$(pid_path "$h")" || true)
+  if [[ -n $pid ]] && kill -0 "$pid" 2>/dev/null; then
+    note "dsmd on host $h already runs (pid $pid)"
+    return 0
+  fi
+  rm -f "$(pid_path "$h")"
+  start_daemon "$h" || exit 1
+  note "dsmd on host $h started (pid $(pid_from_file "$(pid_path "$h")"))"
+}
+
+# ---------------------------------------------------------------------------
 
 main() {
   (($#)) || { usage >&2; exit 2; }
@@ -638,6 +675,7 @@ main() {
     down) cmd_down "$@" ;;
     status) cmd_status "$@" ;;
     exec) cmd_exec "$@" ;;
+    start) cmd_start "$@" ;;
     -h | --help | help) usage ;;
     *) echo "$prog: unknown command '$cmd'" >&2; usage >&2; exit 2 ;;
   esac

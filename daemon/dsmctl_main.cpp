@@ -1,0 +1,265 @@
+// dsmctl: inspect a host's dsmd: hosts, areas (with a hash of each replica's
+// content, so operators can check replicas agree) and counters.
+//
+//   dsmctl [--socket S] [--json] hosts|areas|counters|all
+//   dsmctl [--socket S] watch [--interval-ms N] [--count N]
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "coherence/version_publisher.h"
+#include "coherence/wire_format.h"
+#include "dsm/dsm.h"
+#include "libdsm/clock.h"
+#include "libdsm/control_protocol.h"
+#include "libdsm/shm_layout.h"
+#include "libdsm/socket_io.h"
+
+namespace {
+
+using nlohmann::json;
+
+struct Daemon {
+  const dsm::ControlSegment* seg = nullptr;
+  int region_fd = -1;
+};
+
+// Says hello like a client and maps the control segment read-only.
+bool Connect(const std::string& path, Daemon* d, std::string* error) {
+  const int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::strncpy(addr.sun_path, path.c_str(), sizeof(addr.sun_path) - 1);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    *error = "no dsmd at " + path + " (" + std::strerror(errno) + ")";
+    close(fd);
+    return false;
+  }
+  dsm::Request req{};
+  req.magic = dsm::kProtocolMagic;
+  req.protocol_version = dsm::kProtocolVersion;
+  req.type = dsm::RequestType::kHello;
+  req.pid = getpid();
+  dsm::Reply reply{};
+  int fds[2] = {-1, -1};
+  if (dsm::SendMessage(fd, &req, sizeof(req)) != 0 ||
+      dsm::RecvMessage(fd, &reply, sizeof(reply), fds, 2000) != static_cast<long>(sizeof(reply)) ||
+      fds[0] < 0) {
+    *error = "dsmd at " + path + " did not answer";
+    close(fd);
+    return false;
+  }
+  void* p = mmap(nullptr, sizeof(dsm::ControlSegment), PROT_READ, MAP_SHARED, fds[0], 0);
+  close(fds[0]);
+  close(fd);  // the mapping and the region fd outlive the connection
+  if (p == MAP_FAILED) {
+    *error = "cannot map the control segment";
+    return false;
+  }
+  d->seg = static_cast<const dsm::ControlSegment*>(p);
+  d->region_fd = fds[1];
+  if (d->seg->header.magic != dsm::kControlMagic ||
+      d->seg->header.layout_version != dsm::kLayoutVersion) {
+    *error = "dsmd at " + path + " uses another shared layout version: rebuild dsmctl";
+    return false;
+  }
+  return true;
+}
+
+const char* StateName(uint32_t s) {
+  switch (static_cast<dsm::AreaState>(s)) {
+    case dsm::AreaState::kLive: return "live";
+    case dsm::AreaState::kSealed: return "writer-gone";
+    case dsm::AreaState::kFreed: return "freed";
+    default: return "free";
+  }
+}
+
+// XXH3 of the newest complete version, read without pinning: valid only if no
+// publish replaced that version meanwhile (the writer never writes the latest).
+json ContentHash(const Daemon& d, const dsm::AreaControl& a) {
+  for (int attempt = 0; attempt < 8; ++attempt) {
+    const uint64_t word = a.latest.load();
+    const dsm::LatestVersion l = dsm::UnpackLatest(word);
+    void* p = mmap(nullptr, a.mapped_size, PROT_READ, MAP_SHARED, d.region_fd,
+                   static_cast<off_t>(a.buffer_offset[l.buffer]));
+    if (p == MAP_FAILED) return nullptr;
+    const uint64_t h = XXH3_64bits(p, a.size);
+    munmap(p, a.mapped_size);
+    if (a.latest.load() == word) {
+      char hex[17];
+      std::snprintf(hex, sizeof(hex), "%016llx", static_cast<unsigned long long>(h));
+      return json{{"version", l.version}, {"xxh3", hex}};
+    }
+  }
+  return nullptr;
+}
+
+json Areas(const Daemon& d) {
+  json out = json::array();
+  const uint64_t now = dsm::MonotonicNs();
+  for (uint32_t i = 0; i < dsm::kMaxAreas; ++i) {
+    const dsm::AreaControl& a = d.seg->areas[i];
+    const uint32_t state = a.state.load();
+    if (state == static_cast<uint32_t>(dsm::AreaState::kFree)) continue;
+    int readers = 0;
+    for (const auto& c : a.reader_client) readers += c.load() != 0 && c.load() != 0xffffffffu;
+    const uint64_t confirmed = a.confirmed_ns.load();
+    const uint64_t publishes = a.publishes.load();
+    out.push_back({{"index", i},
+                   {"name", a.name},
+                   {"state", StateName(state)},
+                   {"owner_host", a.owner_host},
+                   {"replica", a.is_replica != 0},
+                   {"size", a.size},
+                   {"version", dsm::UnpackLatest(a.latest.load()).version},
+                   {"staleness_ms", confirmed == 0 || now < confirmed ? 0.0 : (now - confirmed) / 1e6},
+                   {"readers", readers},
+                   {"publishes", publishes},
+                   {"publishes_deferred", a.publishes_deferred.load()},
+                   {"bytes_published", a.bytes_published.load()},
+                   {"publish_ms_max", a.publish_ns_max.load() / 1e6},
+                   {"publish_ms_avg", publishes ? a.publish_ns_total.load() / 1e6 / publishes : 0.0},
+                   {"exported", a.export_enabled.load() != 0},
+                   {"content", ContentHash(d, a)}});
+  }
+  return out;
+}
+
+json Hosts(const Daemon& d) {
+  json out = json::array();
+  const uint64_t now = dsm::MonotonicNs();
+  const auto& h = d.seg->header;
+  if (h.cluster_hosts == 0) {
+    out.push_back({{"id", h.host_id}, {"up", true}, {"self", true}, {"last_heard_ms_ago", 0}});
+    return out;
+  }
+  for (uint32_t id = 0; id < dsm::kMaxHosts; ++id) {
+    const dsm::HostInfo& info = h.hosts[id];
+    if (!info.in_cluster) continue;
+    out.push_back({{"id", id},
+                   {"up", info.up != 0},
+                   {"self", id == h.host_id},
+                   {"last_heard_ms_ago",
+                    info.last_heard_ns == 0 ? -1.0 : (now - info.last_heard_ns) / 1e6}});
+  }
+  return out;
+}
+
+json Counters(const Daemon& d) {
+  const dsm::RemoteCounters& c = d.seg->header.remote;
+  json drops = json::object();
+  for (size_t r = 1; r < static_cast<size_t>(dsm::wire::DropReason::kCount); ++r) {
+    drops[dsm::wire::DropReasonName(static_cast<dsm::wire::DropReason>(r))] = c.dropped[r];
+  }
+  return {{"frames_in", c.frames_in},
+          {"dropped", drops},
+          {"data_frames_out", c.data_frames_out},
+          {"data_bytes_out", c.data_bytes_out},
+          {"changed_bytes_out", c.changed_bytes_out},
+          {"transfers_sent", c.transfers_sent},
+          {"retransmitted_frames", c.retransmitted_frames},
+          {"versions_collected", c.versions_collected},
+          {"versions_received", c.versions_received},
+          {"acks_in", c.acks_in},
+          {"acks_out", c.acks_out},
+          {"tx_frames", c.tx_frames},
+          {"tx_bytes", c.tx_bytes},
+          {"tx_dropped", c.tx_dropped},
+          {"rx_frames", c.rx_frames},
+          {"rx_dropped_malformed", c.rx_dropped_malformed},
+          {"rx_dropped_not_for_us", c.rx_dropped_not_for_us},
+          {"rx_dropped_unknown_source", c.rx_dropped_unknown_source},
+          {"faults_injected", c.faults_injected},
+          {"loop_turns", c.loop_turns}};
+}
+
+void PrintTable(const json& j, const std::string& what) {
+  if (what == "hosts" || what == "all") {
+    std::printf("%-4s %-5s %-5s %s\n", "HOST", "UP", "SELF", "LAST HEARD");
+    for (const auto& h : j["hosts"]) {
+      std::printf("%-4d %-5s %-5s %.1f ms ago\n", h["id"].get<int>(), h["up"].get<bool>() ? "up" : "DOWN",
+                  h["self"].get<bool>() ? "yes" : "", h["last_heard_ms_ago"].get<double>());
+    }
+  }
+  if (what == "areas" || what == "all") {
+    std::printf("%-24s %-11s %4s %7s %10s %9s %4s %s\n", "AREA", "STATE", "HOST", "REPLICA",
+                "VERSION", "STALE ms", "RDRS", "XXH3 (version)");
+    for (const auto& a : j["areas"]) {
+      std::string hash = "-";
+      if (!a["content"].is_null()) {
+        hash = a["content"]["xxh3"].get<std::string>() + " (" +
+               std::to_string(a["content"]["version"].get<uint64_t>()) + ")";
+      }
+      std::printf("%-24s %-11s %4d %7s %10lu %9.1f %4d %s\n", a["name"].get<std::string>().c_str(),
+                  a["state"].get<std::string>().c_str(), a["owner_host"].get<int>(),
+                  a["replica"].get<bool>() ? "yes" : "no",
+                  static_cast<unsigned long>(a["version"].get<uint64_t>()),
+                  a["staleness_ms"].get<double>(), a["readers"].get<int>(), hash.c_str());
+    }
+  }
+  if (what == "counters" || what == "all") {
+    for (const auto& [k, v] : j["counters"].items()) {
+      if (k == "dropped") {
+        for (const auto& [r, n] : v.items()) std::printf("  dropped.%-22s %lu\n", r.c_str(), static_cast<unsigned long>(n.get<uint64_t>()));
+      } else {
+        std::printf("  %-30s %lu\n", k.c_str(), static_cast<unsigned long>(v.get<uint64_t>()));
+      }
+    }
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"dsmctl: inspect a host's dsmd (hosts, areas, counters)"};
+  std::string socket_path = std::getenv("DSM_SOCKET") ? std::getenv("DSM_SOCKET") : DSM_DEFAULT_SOCKET;
+  std::string what = "all";
+  bool as_json = false;
+  int interval_ms = 1000;
+  int count = 0;
+  app.add_option("--socket", socket_path, "The daemon's socket ($DSM_SOCKET)")->capture_default_str();
+  app.add_flag("--json", as_json, "JSON instead of tables");
+  app.add_option("what", what, "hosts, areas, counters, all or watch")
+      ->check(CLI::IsMember({"hosts", "areas", "counters", "all", "watch"}));
+  app.add_option("--interval-ms", interval_ms, "watch: refresh period")->check(CLI::Range(50, 60000));
+  app.add_option("--count", count, "watch: stop after this many refreshes (0: until Ctrl-C)")
+      ->check(CLI::Range(0, 1000000));
+  CLI11_PARSE(app, argc, argv);
+
+  Daemon d;
+  std::string error;
+  if (!Connect(socket_path, &d, &error)) {
+    std::fprintf(stderr, "dsmctl: %s\n", error.c_str());
+    return 1;
+  }
+  const bool watch = what == "watch";
+  for (int i = 0; !watch || count == 0 || i < count; ++i) {
+    const json j = {{"host", d.seg->header.host_id},
+                    {"daemon_alive", d.seg->header.daemon_alive.load() != 0},
+                    {"hosts", Hosts(d)},
+                    {"areas", Areas(d)},
+                    {"counters", Counters(d)}};
+    if (watch) std::printf("\033[2J\033[H");
+    if (as_json) {
+      std::printf("%s\n", j.dump(2).c_str());
+    } else {
+      std::printf("dsmd host %u%s\n", d.seg->header.host_id,
+                  d.seg->header.daemon_alive.load() ? "" : " (stopped)");
+      PrintTable(j, watch ? "all" : what);
+    }
+    std::fflush(stdout);
+    if (!watch) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(interval_ms));
+  }
+  return 0;
+}

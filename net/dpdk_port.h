@@ -1,0 +1,77 @@
+// One DPDK ethdev port with one RX and one TX queue, its mbuf pool, its MAC
+// and, where the device has them, RX interrupts. Owns the device: closing
+// detaches it so that the same name can be opened again in the process.
+#ifndef DSM_NET_DPDK_PORT_H_
+#define DSM_NET_DPDK_PORT_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "net/device_args.h"
+#include "net/transport.h"
+
+struct rte_mbuf;
+struct rte_mempool;
+
+namespace dsm::net {
+
+class DpdkPort {
+ public:
+  // The EAL must be running. `config` gives rings, pool size, MAC, MTU, groups.
+  static std::unique_ptr<DpdkPort> Open(const DeviceSpec& spec, const PortConfig& config,
+                                        std::string* error);
+  ~DpdkPort();
+  DpdkPort(const DpdkPort&) = delete;
+  DpdkPort& operator=(const DpdkPort&) = delete;
+
+  uint16_t id() const { return port_; }
+  rte_mempool* pool() const { return pool_; }
+  const MacAddr& mac() const { return mac_; }
+  // Room for one frame in a pool mbuf (data room minus headroom).
+  uint32_t frame_room_bytes() const { return frame_room_bytes_; }
+
+  uint16_t RxBurst(rte_mbuf** frames, uint16_t n);
+  uint16_t TxBurst(rte_mbuf** frames, uint16_t n);
+
+  // RX interrupts: arm, wait (whole milliseconds), disarm. Without them
+  // (rx_interrupts() false) Arm returns false and the caller sleeps instead.
+  bool rx_interrupts() const { return epoll_fd_ >= 0; }
+  bool ArmRxInterrupt();
+  void WaitRxInterrupt(int timeout_ms);
+  void DisarmRxInterrupt();
+
+ private:
+  DpdkPort() = default;
+  bool Configure(const DeviceSpec& spec, const PortConfig& config, std::string* error);
+  bool SetUpAddresses(const DeviceSpec& spec, const PortConfig& config, std::string* error);
+  void SetUpRxInterrupts();
+  bool BringUp(const std::string& iface, std::string* error);
+
+  uint16_t port_ = 0;
+  bool opened_ = false;
+  bool started_ = false;
+  DeviceKind kind_ = DeviceKind::kOtherVdev;
+  rte_mempool* pool_ = nullptr;
+  MacAddr mac_{};
+  uint32_t frame_room_bytes_ = 0;
+  int epoll_fd_ = -1;
+};
+
+// af_packet and tap: the kernel interface must exist in this network namespace
+// and carry frames of `mtu_bytes` (the kernel silently drops larger ones).
+bool CheckKernelInterface(const std::string& iface, uint32_t mtu_bytes, std::string* error);
+
+// A memif server's socket file left by a process that died makes the next
+// server fail ("Address already in use"): removed when nobody listens on it.
+// Fails when another process serves it.
+bool RemoveStaleMemifSocket(const std::string& path, std::string* error);
+
+// net_tap gives its kernel interface the port's MAC; attached to a bridge,
+// that interface then owns the MAC and unicast for the port never reaches
+// DPDK. Gives the kernel side a MAC of its own when the two are equal.
+bool SeparateTapKernelMac(const std::string& iface, const MacAddr& port_mac, std::string* error);
+
+}  // namespace dsm::net
+
+#endif  // DSM_NET_DPDK_PORT_H_

@@ -1,0 +1,74 @@
+#include "net/dpdk_transport.h"
+
+#include <rte_cycles.h>
+#include <rte_mbuf.h>
+
+#include <utility>
+
+#include "net/eal_runtime.h"
+#include "net/udp_framing.h"
+
+namespace dsm::net {
+
+std::unique_ptr<Transport> OpenDpdkTransport(const PortConfig& config, std::string* error) {
+  return DpdkTransport::Open(config, error);
+}
+
+std::unique_ptr<DpdkTransport> DpdkTransport::Open(const PortConfig& config, std::string* error) {
+  std::string why;
+  auto fail = [&](const std::string& message) {
+    *error = "opening DPDK port \"" + config.device + "\": " + message;
+    return nullptr;
+  };
+  if (config.udp_port == 0) return fail("udp_port must not be 0");
+  if (config.rx_ring == 0 || config.tx_ring == 0) return fail("rx_ring and tx_ring must be > 0");
+  if (config.mbufs < config.rx_ring + config.tx_ring + 2 * kRxBurstFrames + kMaxQueuedTxFrames) {
+    return fail("mbufs (" + std::to_string(config.mbufs) + ") must exceed rx_ring + tx_ring + " +
+                std::to_string(2 * kRxBurstFrames + kMaxQueuedTxFrames) +
+                " or receiving starves; raise mbufs or lower the rings");
+  }
+  const std::optional<DeviceSpec> spec = BuildDeviceSpec(
+      config.device, config.mtu_bytes, std::max(config.rx_ring, config.tx_ring), &why);
+  if (!spec) return fail(why);
+  // The own MAC may come from the device; check the rest before touching DPDK.
+  MacAddr probe_mac = config.mac;
+  if (probe_mac == MacAddr{}) probe_mac = {0x02, 0, 0, 0, 0, 1};
+  if (!HostTable::Build(probe_mac, config.ipv4, config.peers, config.groups, &why)) {
+    return fail(why);
+  }
+
+  EalOptions eal;
+  eal.file_prefix = config.file_prefix;
+  if (spec->kind == DeviceKind::kPci) eal.pci_device = config.device;
+  eal.memory_mb = EalMemoryMbFor(config.mbufs, spec->rx_data_room_bytes);
+  eal.extra_args = config.extra_eal_args;
+  eal.cpus = CurrentThreadCpus();
+  if (!EnsureEalStarted(eal, &why)) return fail(why);
+
+  std::unique_ptr<DpdkPort> port = DpdkPort::Open(*spec, config, &why);
+  if (!port) return fail(why);
+  std::optional<HostTable> hosts =
+      HostTable::Build(port->mac(), config.ipv4, config.peers, config.groups, &why);
+  if (!hosts) return fail(why);
+  return std::unique_ptr<DpdkTransport>(
+      new DpdkTransport(config, std::move(port), std::move(*hosts)));
+}
+
+DpdkTransport::DpdkTransport(const PortConfig& config, std::unique_ptr<DpdkPort> port,
+                             HostTable hosts)
+    : udp_port_(config.udp_port),
+      max_payload_bytes_(config.mtu_bytes - kIpv4HeaderBytes - kUdpHeaderBytes),
+      port_(std::move(port)),
+      hosts_(std::move(hosts)),
+      pacer_(config.pace_bits_per_sec, rte_get_tsc_hz(), kPacerBurstBits,
+             [] { return rte_get_tsc_cycles(); }) {
+  tx_queue_.reserve(kMaxQueuedTxFrames);
+}
+
+DpdkTransport::~DpdkTransport() {
+  if (reserved_ != nullptr) rte_pktmbuf_free(reserved_);
+  for (rte_mbuf* m : tx_queue_) rte_pktmbuf_free(m);
+  for (uint16_t i = rx_stash_begin_; i < rx_stash_end_; ++i) rte_pktmbuf_free(rx_stash_[i]);
+}
+
+}  // namespace dsm::net

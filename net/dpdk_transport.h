@@ -1,0 +1,74 @@
+// The Transport over one DPDK port. Split by concern: opening and stats in
+// dpdk_transport.cpp, sending (Reserve/Commit/Flush, pacing) in
+// dpdk_transport_tx.cpp, receiving (Poll, WaitForFrames) in dpdk_transport_rx.cpp.
+//
+// Frames are built in place: Reserve hands out the payload area of an mbuf,
+// kFrameHeaderBytes after its data start, and Commit writes the headers in
+// front of it, so a payload is never copied on the way out.
+#ifndef DSM_NET_DPDK_TRANSPORT_H_
+#define DSM_NET_DPDK_TRANSPORT_H_
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "net/device_args.h"
+#include "net/dpdk_port.h"
+#include "net/host_table.h"
+#include "net/pacer.h"
+#include "net/transport.h"
+#include "net/tuning.h"
+
+struct rte_mbuf;
+
+namespace dsm::net {
+
+class DpdkTransport final : public Transport {
+ public:
+  static std::unique_ptr<DpdkTransport> Open(const PortConfig& config, std::string* error);
+  ~DpdkTransport() override;
+
+  size_t max_payload_bytes() const override { return max_payload_bytes_; }
+  uint8_t* Reserve(Destination dest) override;
+  void Commit(size_t payload_bytes) override;
+  size_t Flush() override;
+  size_t Poll(size_t max, const RxFn& fn) override;
+  void WaitForFrames(uint32_t timeout_us) override;
+  TransportStats stats() const override { return stats_; }
+
+  // What this transport listens as (the device's MAC when none was configured).
+  const MacAddr& mac() const { return hosts_.mac(); }
+  bool rx_interrupts() const { return port_->rx_interrupts(); }
+
+ private:
+  DpdkTransport(const PortConfig& config, std::unique_ptr<DpdkPort> port, HostTable hosts);
+
+  // TX (dpdk_transport_tx.cpp)
+  size_t SendBurst(rte_mbuf** frames, uint16_t n);
+  void WaitForPacer(uint64_t bits);
+  // RX (dpdk_transport_rx.cpp)
+  void Deliver(rte_mbuf* frame, const RxFn& fn, size_t* delivered);
+
+  const uint16_t udp_port_;
+  const size_t max_payload_bytes_;
+  std::unique_ptr<DpdkPort> port_;
+  HostTable hosts_;
+  Pacer pacer_;
+  TransportStats stats_;
+
+  rte_mbuf* reserved_ = nullptr;  // between Reserve and Commit
+  Destination reserved_dest_;
+  std::vector<rte_mbuf*> tx_queue_;  // committed, not yet flushed
+  uint16_t next_ip_id_ = 0;
+
+  // Frames received while arming RX interrupts, delivered by the next Poll.
+  std::array<rte_mbuf*, kRxBurstFrames> rx_stash_{};
+  uint16_t rx_stash_begin_ = 0;
+  uint16_t rx_stash_end_ = 0;
+};
+
+}  // namespace dsm::net
+
+#endif  // DSM_NET_DPDK_TRANSPORT_H_

@@ -1,0 +1,126 @@
+// Sending: frames are built in place in mbufs (Reserve/Commit), queued, and
+// handed to the device in bursts by Flush, spaced by the pacer when paced.
+#include <rte_cycles.h>
+#include <rte_mbuf.h>
+#include <time.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "net/dpdk_transport.h"
+#include "net/udp_framing.h"
+
+namespace dsm::net {
+namespace {
+
+uint64_t WireBits(const rte_mbuf* m) {
+  return (uint64_t{m->pkt_len} + kWireOverheadBytesPerFrame) * 8;
+}
+
+}  // namespace
+
+uint8_t* DpdkTransport::Reserve(Destination dest) {
+  // A second Reserve without Commit abandons the first frame and reuses its buffer.
+  if (reserved_ == nullptr) {
+    reserved_ = rte_pktmbuf_alloc(port_->pool());
+    if (reserved_ == nullptr) {
+      ++stats_.tx_dropped;
+      return nullptr;
+    }
+  }
+  reserved_dest_ = dest;
+  return rte_pktmbuf_mtod(reserved_, uint8_t*) + kFrameHeaderBytes;
+}
+
+void DpdkTransport::Commit(size_t payload_bytes) {
+  rte_mbuf* m = reserved_;
+  if (m == nullptr) return;  // nothing reserved (Reserve failed and counted it)
+  reserved_ = nullptr;
+  const std::optional<Endpoint> to = hosts_.Resolve(reserved_dest_);
+  if (!to || payload_bytes > max_payload_bytes_) {
+    // An unknown peer or an oversized payload is the caller's bug; never send it.
+    rte_pktmbuf_free(m);
+    ++stats_.tx_dropped;
+    return;
+  }
+  uint8_t* frame = rte_pktmbuf_mtod(m, uint8_t*);
+  WriteFrameHeaders(frame,
+                    {hosts_.mac(), to->mac, hosts_.ipv4(), to->ipv4, udp_port_, next_ip_id_++},
+                    payload_bytes);
+  size_t bytes = kFrameHeaderBytes + payload_bytes;
+  if (bytes < kMinFrameBytes) {
+    std::memset(frame + bytes, 0, kMinFrameBytes - bytes);
+    bytes = kMinFrameBytes;
+  }
+  m->data_len = static_cast<uint16_t>(bytes);
+  m->pkt_len = static_cast<uint32_t>(bytes);
+  tx_queue_.push_back(m);
+  if (tx_queue_.size() >= kMaxQueuedTxFrames) Flush();
+}
+
+size_t DpdkTransport::Flush() {
+  size_t sent = 0;
+  size_t i = 0;
+  while (i < tx_queue_.size()) {
+    uint16_t n = static_cast<uint16_t>(std::min<size_t>(kTxBurstFrames, tx_queue_.size() - i));
+    if (pacer_.enabled()) {
+      uint16_t conforming = 0;
+      while (conforming < n && pacer_.TryConsume(WireBits(tx_queue_[i + conforming]))) {
+        ++conforming;
+      }
+      if (conforming == 0) {
+        WaitForPacer(WireBits(tx_queue_[i]));
+        continue;
+      }
+      n = conforming;
+    }
+    sent += SendBurst(&tx_queue_[i], n);
+    i += n;
+  }
+  tx_queue_.clear();
+  return sent;
+}
+
+size_t DpdkTransport::SendBurst(rte_mbuf** frames, uint16_t n) {
+  uint64_t bytes = 0;  // read before the device may free the mbufs
+  for (uint16_t j = 0; j < n; ++j) bytes += frames[j]->pkt_len;
+  uint16_t done = 0;
+  uint32_t idle = 0;
+  while (done < n) {
+    const uint16_t k = port_->TxBurst(frames + done, static_cast<uint16_t>(n - done));
+    done = static_cast<uint16_t>(done + k);
+    if (k != 0) {
+      idle = 0;
+    } else if (++idle > kTxMaxIdleRetries) {
+      break;
+    } else {
+      rte_delay_us_block(kTxRetryPauseUs);
+    }
+  }
+  for (uint16_t j = done; j < n; ++j) {
+    bytes -= frames[j]->pkt_len;
+    rte_pktmbuf_free(frames[j]);
+  }
+  stats_.tx_frames += done;
+  stats_.tx_bytes += bytes;
+  stats_.tx_dropped += n - done;
+  return done;
+}
+
+void DpdkTransport::WaitForPacer(uint64_t bits) {
+  const uint64_t hz = rte_get_tsc_hz();
+  for (uint64_t ticks = pacer_.DelayTicks(bits); ticks != 0; ticks = pacer_.DelayTicks(bits)) {
+    const uint64_t ns = ticks * 1'000'000'000ULL / hz;
+    if (ns > kPacerSleepAboveNs) {
+      // Sleep most of it; the scheduler's wake-up slack is spun away below.
+      const uint64_t sleep_ns = ns - kPacerSleepAboveNs / 2;
+      timespec ts{static_cast<time_t>(sleep_ns / 1'000'000'000ULL),
+                  static_cast<long>(sleep_ns % 1'000'000'000ULL)};
+      clock_nanosleep(CLOCK_MONOTONIC, 0, &ts, nullptr);
+    } else {
+      rte_pause();
+    }
+  }
+}
+
+}  // namespace dsm::net

@@ -1,0 +1,58 @@
+// WithFaults (transport.h): a Transport decorator that drops, duplicates,
+// reorders or corrupts frames on the way out, deterministically for a seed.
+//
+// Each committed frame draws one uniform number and meets at most one fault:
+// [0, drop) dropped, then duplicate, reorder, corrupt in that order (so the
+// probabilities must sum to at most 1; larger sums are scaled down). Payloads
+// are staged in the decorator (one copy) because a duplicate or a held-back
+// frame must outlive the inner transport's buffer. A reordered frame is held
+// back and sent right after the next frame that is sent, whenever that is
+// (even after a Flush); it counts as reordered then, when it has been
+// overtaken. Several frames in a row may be held; they keep their order.
+#ifndef DSM_NET_FAULT_INJECTOR_H_
+#define DSM_NET_FAULT_INJECTOR_H_
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <random>
+#include <vector>
+
+#include "net/transport.h"
+
+namespace dsm::net {
+
+class FaultInjector final : public Transport {
+ public:
+  FaultInjector(std::unique_ptr<Transport> inner, const FaultConfig& faults);
+
+  size_t max_payload_bytes() const override { return inner_->max_payload_bytes(); }
+  uint8_t* Reserve(Destination dest) override;
+  void Commit(size_t payload_bytes) override;
+  size_t Flush() override { return inner_->Flush(); }
+  size_t Poll(size_t max, const RxFn& fn) override { return inner_->Poll(max, fn); }
+  void WaitForFrames(uint32_t timeout_us) override { inner_->WaitForFrames(timeout_us); }
+  TransportStats stats() const override;
+
+ private:
+  struct Frame {
+    Destination dest;
+    std::vector<uint8_t> payload;
+  };
+  void Send(const Destination& dest, const uint8_t* payload, size_t bytes);
+  void ReleaseHeld();
+
+  std::unique_ptr<Transport> inner_;
+  FaultConfig faults_;
+  std::mt19937_64 rng_;
+  std::uniform_real_distribution<double> uniform_{0.0, 1.0};
+  Destination staged_dest_;
+  std::vector<uint8_t> staged_;  // max_payload_bytes()
+  bool reserved_ = false;
+  std::deque<Frame> held_;       // reordered: wait for the next frame sent
+  TransportStats faults_stats_;  // only the faults_* fields are used
+};
+
+}  // namespace dsm::net
+
+#endif  // DSM_NET_FAULT_INJECTOR_H_

@@ -1,0 +1,125 @@
+// The frame transport between daemons: Ethernet + IPv4 + UDP frames whose UDP
+// payload is opaque here (coherence/wire_format.h gives it meaning). Knows
+// hosts (peers by id, MAC, IPv4) and nothing about areas. Only dsmd uses it.
+//
+// Thread ownership: a Transport is used by one thread (the daemon's loop).
+#ifndef DSM_NET_TRANSPORT_H_
+#define DSM_NET_TRANSPORT_H_
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace dsm::net {
+
+using MacAddr = std::array<uint8_t, 6>;
+
+struct Peer {
+  uint16_t host_id;
+  MacAddr mac;
+  uint32_t ipv4;  // host byte order
+};
+
+// Where a frame goes: one host, or a multicast group every subscribed host
+// receives (one copy on the wire, whatever the number of receivers).
+struct Destination {
+  bool multicast = false;
+  uint16_t host = 0;   // unicast: peer host id
+  uint16_t group = 0;  // multicast: group id (mapped to 239.77.x.y and 01:00:5e:4d:x:y)
+  static Destination Host(uint16_t id) { return {false, id, 0}; }
+  static Destination Group(uint16_t g) { return {true, 0, g}; }
+};
+
+struct PortConfig {
+  // DPDK device: "net_af_packet0,iface=veth-h1", "net_tap0,iface=dsmtap1",
+  // "net_memif0,role=server,socket=/run/dsm/m.sock,socket-abstract=no",
+  // "net_pcap0,rx_pcap=in.pcap,tx_pcap=out.pcap", "net_ring0", or a PCI address.
+  // net/ adds the size arguments a device needs for `mtu_bytes` (af_packet
+  // framesz/blocksz/framecnt, memif bsize/rsize/socket-abstract=no) unless
+  // they are given, and rejects given values that would fail silently.
+  std::string device;
+  std::vector<std::string> extra_eal_args;  // appended to the EAL command line
+  std::string file_prefix;                  // EAL --file-prefix (unique per process)
+  uint16_t host_id = 0;
+  MacAddr mac{};  // all zero: the device's own
+  uint32_t ipv4 = 0;
+  uint16_t udp_port = 7400;
+  uint32_t mtu_bytes = 1500;  // IP MTU; frames are up to mtu + 14 bytes
+  uint32_t rx_ring = 4096;    // deep rings: shared cores lose frames with 512
+  uint32_t tx_ring = 1024;
+  uint32_t mbufs = 16383;
+  uint64_t pace_bits_per_sec = 0;  // 0: unpaced
+  std::vector<Peer> peers;         // every other host; frames from others are dropped
+  std::vector<uint16_t> groups;    // multicast groups to accept
+};
+
+struct TransportStats {
+  uint64_t tx_frames = 0;
+  uint64_t tx_bytes = 0;    // Ethernet frame bytes (headers, no FCS), as rx_bytes
+  uint64_t tx_dropped = 0;  // no buffer, or the device refused it
+  uint64_t rx_frames = 0;   // delivered to the caller
+  uint64_t rx_bytes = 0;
+  uint64_t rx_dropped_malformed = 0;       // not IPv4/UDP, bad IP header, truncated
+  uint64_t rx_dropped_not_for_us = 0;      // other UDP port, MAC, IP or group
+  uint64_t rx_dropped_unknown_source = 0;  // source IP not a peer
+  uint64_t faults_dropped = 0;             // injected (tests only)
+  uint64_t faults_duplicated = 0;
+  uint64_t faults_reordered = 0;
+  uint64_t faults_corrupted = 0;
+};
+
+class Transport {
+ public:
+  virtual ~Transport() = default;
+
+  // Largest UDP payload one frame carries (mtu - IPv4 - UDP headers).
+  virtual size_t max_payload_bytes() const = 0;
+
+  // Starts a frame to `dest`: returns max_payload_bytes() of writable payload
+  // memory, or nullptr when no buffer is free (counted in tx_dropped). A
+  // second Reserve before Commit abandons the first frame.
+  virtual uint8_t* Reserve(Destination dest) = 0;
+  // Queues the reserved frame with `payload_bytes` of payload. A frame to an
+  // unknown peer or longer than max_payload_bytes() is dropped (tx_dropped).
+  virtual void Commit(size_t payload_bytes) = 0;
+  // Sends everything queued (respecting the pacing rate: when paced it waits
+  // until the last frame may go). Returns frames sent.
+  virtual size_t Flush() = 0;
+
+  // Delivers up to `max` received frames: fn(udp_payload, source_host_id).
+  // The payload is valid only during the call. Returns frames delivered.
+  using RxFn = std::function<void(std::span<const uint8_t> payload, uint16_t source_host)>;
+  virtual size_t Poll(size_t max, const RxFn& fn) = 0;
+
+  // Blocks until frames may have arrived or `timeout_us` passed: RX interrupts
+  // where the device has them (for waits of 1 ms or more; they count whole
+  // milliseconds), a sleep otherwise. For adaptive polling.
+  virtual void WaitForFrames(uint32_t timeout_us) = 0;
+
+  virtual TransportStats stats() const = 0;
+};
+
+// Starts DPDK's EAL (once per process) and the port. nullptr on failure, with
+// `error` saying what was wrong and how to fix it.
+std::unique_ptr<Transport> OpenDpdkTransport(const PortConfig& config, std::string* error);
+
+// Seeded fault injection, for tests: each frame sent is dropped, duplicated,
+// held back behind the next frame (reordered) or has one payload byte flipped
+// (corrupted), each with its probability.
+struct FaultConfig {
+  double drop = 0;
+  double duplicate = 0;
+  double reorder = 0;
+  double corrupt = 0;
+  uint64_t seed = 1;
+};
+std::unique_ptr<Transport> WithFaults(std::unique_ptr<Transport> inner, const FaultConfig& faults);
+
+}  // namespace dsm::net
+
+#endif  // DSM_NET_TRANSPORT_H_

@@ -1,0 +1,61 @@
+// Every number of net/ that a person might tune, with its unit in its name.
+// Values measured on this project's machines are explained in
+// /work/shared/notes/dpdk-vdevs.md (summarised in docs/ by the net page).
+#ifndef DSM_NET_TUNING_H_
+#define DSM_NET_TUNING_H_
+
+#include <cstddef>
+#include <cstdint>
+
+namespace dsm::net {
+
+// Frames handed to rte_eth_rx_burst / rte_eth_tx_burst at a time.
+inline constexpr uint16_t kRxBurstFrames = 32;
+inline constexpr uint16_t kTxBurstFrames = 32;
+
+// A TX burst the device refuses entirely is retried this many times, each after
+// kTxRetryPauseUs, before the refused frames are freed and counted as dropped.
+inline constexpr uint32_t kTxMaxIdleRetries = 64;
+inline constexpr uint32_t kTxRetryPauseUs = 2;
+
+// Frames queued by Commit beyond this are flushed without waiting for Flush.
+inline constexpr size_t kMaxQueuedTxFrames = 512;
+
+// The pacer lets this many bits go back to back before it spaces frames
+// (token bucket depth), and counts this many bytes of Ethernet overhead per
+// frame (preamble 8 + inter-frame gap 12 + FCS 4) so that a rate means line rate.
+inline constexpr uint64_t kPacerBurstBits = 64 * 1024 * 8;
+inline constexpr uint32_t kWireOverheadBytesPerFrame = 24;
+// A pacing wait longer than this sleeps; a shorter one spins.
+inline constexpr uint64_t kPacerSleepAboveNs = 50'000;
+
+// WaitForFrames uses RX interrupts only for waits of at least this long:
+// rte_epoll_wait counts whole milliseconds, and a shorter wait gains nothing
+// from an interrupt over a sleep.
+inline constexpr uint32_t kMinInterruptWaitUs = 1000;
+
+// Mempool per-lcore cache (objects); capped by DPDK at n / 1.5 and 512.
+inline constexpr uint32_t kMempoolCacheObjects = 256;
+// Bytes DPDK adds around each mbuf's data room: struct rte_mbuf (128) plus the
+// mempool object header and trailer, rounded up.
+inline constexpr uint32_t kMbufOverheadBytes = 256;
+// EAL memory beyond the mbuf pool (rings, ethdev, mempool headers, malloc heap).
+inline constexpr uint32_t kEalBaseMemoryMb = 64;
+
+// Ethernet frames shorter than this (without FCS) are padded with zeros.
+inline constexpr size_t kMinFrameBytes = 60;
+inline constexpr uint8_t kIpv4Ttl = 64;
+
+// af_packet: a block (kernel ring unit) is the least common multiple of the page
+// size and the frame slot size; the slot size is raised in steps of 16 until
+// the block is at most this big, so that rings do not need huge contiguous blocks.
+inline constexpr uint32_t kMaxAfPacketBlockBytes = 1u << 20;
+// memif: buffer sizes are rounded up to this, and ring sizes (log2) capped.
+inline constexpr uint32_t kMemifBufferRoundBytes = 1024;
+inline constexpr uint32_t kMemifMaxLog2Ring = 14;
+// memif: pause between stopping and closing a port (see DpdkPort::~DpdkPort).
+inline constexpr uint32_t kMemifCloseSettleUs = 100'000;
+
+}  // namespace dsm::net
+
+#endif  // DSM_NET_TUNING_H_

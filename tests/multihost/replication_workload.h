@@ -1,0 +1,55 @@
+// The workload of the multi-host tests: a writer on one host changes random
+// lines of an area and stamps each version (line 0 holds the version number and
+// an XXH3 of the rest), and keeps a linked list in a second area; readers on
+// other hosts attach both by name, check every snapshot is one complete version,
+// that versions only increase, walk the list, and compare final hashes.
+#ifndef DSM_TESTS_MULTIHOST_REPLICATION_WORKLOAD_H_
+#define DSM_TESTS_MULTIHOST_REPLICATION_WORKLOAD_H_
+
+#include <atomic>
+#include <cstdint>
+#include <string>
+
+namespace dsm::testing {
+
+inline constexpr int kMaxReaders = 4;
+
+struct ReaderReport {
+  uint64_t snapshots = 0;
+  uint64_t distinct_versions = 0;
+  uint64_t torn = 0;       // a snapshot that is not exactly one version
+  uint64_t backwards = 0;  // a version lower than one seen before
+  uint64_t final_version = 0;
+  uint64_t final_hash = 0;
+  uint64_t list_sum = 0;   // sum over the linked list, walked by pointer
+  int attach_rc = 0;
+};
+
+struct WorkloadBoard {
+  std::atomic<bool> allocated{false};
+  std::atomic<int> readers_attached{0};
+  std::atomic<int> readers_done{0};
+  std::atomic<bool> writer_done{false};
+  std::atomic<bool> writer_may_exit{false};
+  std::atomic<uint64_t> writer_version{0};
+  uint64_t writer_hash = 0;
+  uint64_t list_sum = 0;
+  ReaderReport readers[kMaxReaders];
+};
+
+struct WorkloadOptions {
+  uint64_t versions = 300;
+  size_t area_bytes = 1u << 20;
+  double dirty_fraction = 0.01;
+  uint32_t pause_us = 2000;  // between versions
+  int readers = 2;
+  int reader_timeout_s = 60;
+};
+
+// Run in forked children; return 0 on success (the board has the details).
+int RunWriter(const std::string& socket, const WorkloadOptions& o, WorkloadBoard* b);
+int RunReader(const std::string& socket, int id, const WorkloadOptions& o, WorkloadBoard* b);
+
+}  // namespace dsm::testing
+
+#endif  // DSM_TESTS_MULTIHOST_REPLICATION_WORKLOAD_H_

@@ -1,0 +1,90 @@
+#include "tests/multihost/virtual_cluster.h"
+
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+namespace dsm::testing {
+
+namespace {
+
+std::string Env(const char* name, const char* fallback) {
+  const char* v = std::getenv(name);
+  return v && *v ? v : fallback;
+}
+
+std::string ClusterScript() { return Env("DSM_SOURCE_ROOT", ".") + "/scripts/cluster.sh"; }
+
+std::string Capture(const std::string& command) {
+  std::string out;
+  FILE* f = popen(command.c_str(), "r");
+  if (!f) return out;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof(buf), f)) > 0) out.append(buf, n);
+  pclose(f);
+  return out;
+}
+
+}  // namespace
+
+std::string MultihostUnavailableReason() {
+  if (geteuid() != 0) return "needs root (network namespaces and veth pairs)";
+  if (VirtualCluster::Run("command -v ip >/dev/null 2>&1") != 0) return "needs `ip` (iproute2)";
+  return "";
+}
+
+int VirtualCluster::Run(const std::string& command) {
+  const int rc = std::system(command.c_str());
+  return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+}
+
+VirtualCluster::VirtualCluster(int hosts, std::vector<std::string> dsmd_args,
+                               std::string cluster_args) {
+  char tmpl[] = "/tmp/dsm-mh-XXXXXX";
+  if (!mkdtemp(tmpl)) return;
+  dir_ = tmpl;
+  for (const auto& a : dsmd_args) dsmd_args_ += " " + a;
+  std::ostringstream cmd;
+  cmd << "DSMD=" << Env("DSM_DSMD", "dsmd") << " " << ClusterScript() << " up " << hosts
+      << " --dir " << dir_ << " " << cluster_args << " -- --log-level debug" << dsmd_args_
+      << " > " << dir_ << "/up.log 2>&1";
+  ok_ = Run(cmd.str()) == 0;
+  if (!ok_) {
+    std::ifstream log(dir_ + "/up.log");
+    std::fprintf(stderr, "cluster.sh up failed:\n%s\n",
+                 std::string(std::istreambuf_iterator<char>(log), {}).c_str());
+  }
+}
+
+VirtualCluster::~VirtualCluster() {
+  if (!dir_.empty()) Run(ClusterScript() + " down --dir " + dir_ + " >/dev/null 2>&1");
+}
+
+int VirtualCluster::DaemonPid(int host) const {
+  std::ifstream f(dir_ + "/h" + std::to_string(host) + ".pid");
+  int pid = -1;
+  f >> pid;
+  return pid;
+}
+
+bool VirtualCluster::StartDaemon(int host) {
+  return Run("DSMD=" + Env("DSM_DSMD", "dsmd") + " " + ClusterScript() + " start " +
+             std::to_string(host) + " --dir " + dir_ + " -- --log-level debug" + dsmd_args_ +
+             " >/dev/null 2>&1") == 0;
+}
+
+nlohmann::json VirtualCluster::Dsmctl(int host) const {
+  const std::string out =
+      Capture(Env("DSM_DSMCTL", "dsmctl") + " --socket " + socket(host) + " --json all 2>/dev/null");
+  return nlohmann::json::parse(out, nullptr, false);
+}
+
+int VirtualCluster::Exec(int host, const std::string& command) const {
+  return Run(ClusterScript() + " exec " + std::to_string(host) + " --dir " + dir_ + " -- " + command);
+}
+
+}  // namespace dsm::testing
