@@ -40,9 +40,10 @@ class ReplicaReceiver {
 
   uint64_t complete_version() const { return complete_; }
   bool has_base() const { return has_base_; }
-  // The transfer being assembled (version 0: none) and what it still lacks.
+  // The transfer being assembled, if any, and what it still lacks.
+  bool assembling() const { return assembling_; }
   uint64_t assembling_version() const { return assembling_ ? version_ : 0; }
-  uint32_t assembling_transfer() const { return transfer_; }
+  uint32_t assembling_transfer() const { return assembling_ ? transfer_ : 0; }
   size_t MissingRanges(wire::SeqRange* out, size_t max) const;
   uint64_t last_frame_ns() const { return last_frame_ns_; }
 

@@ -91,9 +91,11 @@ void ReplicaSender::Sent(const Transfer& t, uint64_t now_ns) {
   }
 }
 
-uint32_t ReplicaSender::last_transfer_id(uint16_t host) const {
-  auto it = hosts_.find(host);
-  return it == hosts_.end() ? 0 : it->second->transfer_id;
+bool ReplicaSender::AwaitingAcks(uint64_t now_ns, uint64_t rto_ns) const {
+  for (const auto& [id, h] : hosts_) {
+    if (h->in_flight && now_ns - h->sent_ns < rto_ns) return true;
+  }
+  return false;
 }
 
 uint64_t ReplicaSender::acked(uint16_t host) const {

@@ -52,8 +52,9 @@ class ReplicaSender {
   // The transfer was handed to the transport.
   void Sent(const Transfer& t, uint64_t now_ns);
 
-  // What the last transfer to `host` was (for retransmitting missing frames).
-  uint32_t last_transfer_id(uint16_t host) const;
+  // Whether some host has a transfer out for less than `rto_ns`: its missing
+  // frames may still be asked for, so the shadow should not move yet.
+  bool AwaitingAcks(uint64_t now_ns, uint64_t rto_ns) const;
   uint64_t acked(uint16_t host) const;
 
  private:

@@ -132,7 +132,8 @@ bool RemoteSync::ContinueSend(ExportedArea& e, uint64_t now_ns) {
     e.sender->Sent(e.sending, now_ns);
     stats_.changed_bytes_out += e.sending.lines->CountLines() * kLineBytes;
     ++stats_.transfers_sent;
-    e.last_sent = std::move(e.sending);
+    const uint32_t id = e.sending.transfer_id;
+    e.sent[id] = std::move(e.sending);
   }
   return sent > 0;
 }
@@ -147,8 +148,13 @@ bool RemoteSync::ExportTurn(ExportedArea& e, uint64_t now_ns) {
   if (e.sender->subscribers() == 0) return false;
   bool worked = false;
   if (!e.in_send) {
-    // The shadow may change only between transfers.
-    worked |= Collect(e);
+    // The shadow moves on only between transfers, and not while a receiver may
+    // still ask for missing frames of one (bounded by the retransmission timeout,
+    // so a silent host delays the next version at most that long).
+    if (!e.sender->AwaitingAcks(now_ns, kRetransmitTimeoutNs) && Collect(e)) {
+      e.sent.clear();
+      worked = true;
+    }
     if (e.sender->NextTransfer(now_ns, kRetransmitTimeoutNs, &e.sending)) {
       wire::DataFrameWriter writer(transport_->max_payload_bytes(), wire::Header{});
       e.frame_count = writer.CountFrames(*e.sending.lines);
@@ -174,20 +180,18 @@ void RemoteSync::OnAck(const wire::Frame& f, uint16_t host, uint64_t now_ns) {
   } else {
     e.sender->OnAck(host, f.header.version);
   }
-  // Missing frames of the last transfer, while the shadow still holds its version.
+  // Frames a receiver misses of a transfer of the shadow's current version.
   const size_t ranges = f.body.size() / sizeof(wire::SeqRange);
-  if (ranges == 0 || e.in_send || !e.last_sent.lines ||
-      f.header.transfer_id != e.last_sent.transfer_id ||
-      f.header.base_version != e.last_sent.version || e.sender->version() != e.last_sent.version) {
-    return;
-  }
+  auto sent = e.sent.find(f.header.transfer_id);
+  if (ranges == 0 || sent == e.sent.end() || f.header.base_version != sent->second.version) return;
+  const Transfer& t = sent->second;
   wire::Header h = MakeHeader(wire::FrameType::kData);
   h.area_index = e.index;
   h.area_generation = e.generation;
-  h.version = e.last_sent.version;
-  h.base_version = e.last_sent.base;
-  h.flags = e.last_sent.full ? wire::kFlagFull : 0;
-  h.transfer_id = e.last_sent.transfer_id;
+  h.version = t.version;
+  h.base_version = t.base;
+  h.flags = t.full ? wire::kFlagFull : 0;
+  h.transfer_id = t.transfer_id;
   h.dest_host = host;
   wire::DataFrameWriter writer(transport_->max_payload_bytes(), h);
   TransportSink sink{transport_.get(), net::Destination::Host(host), &stats_};
@@ -195,7 +199,7 @@ void RemoteSync::OnAck(const wire::Frame& f, uint16_t host, uint64_t now_ns) {
     wire::SeqRange r;
     std::memcpy(&r, f.body.data() + i * sizeof(r), sizeof(r));
     stats_.retransmitted_frames +=
-        writer.WriteRange(*e.last_sent.lines, e.shadow.data(), r.first, r.count, sink);
+        writer.WriteRange(*t.lines, e.shadow.data(), r.first, r.count, sink);
   }
   (void)now_ns;
 }

@@ -98,7 +98,7 @@ bool RemoteSync::ReplicaTurn(Replica& r, uint64_t now_ns) {
     return !r.receiver->publish_pending();
   }
   // Frames of a transfer stopped coming: say which are missing.
-  if (r.receiver->assembling_version() != 0 && now_ns - r.receiver->last_frame_ns() > kNackAfterNs &&
+  if (r.receiver->assembling() && now_ns - r.receiver->last_frame_ns() > kNackAfterNs &&
       now_ns - r.last_nack_ns > kNackAfterNs) {
     SendAck(r, now_ns);
     return true;

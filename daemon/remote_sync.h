@@ -59,7 +59,9 @@ class RemoteSync {
     uint32_t next_seq = 0;
     uint32_t frame_count = 0;
     bool in_send = false;
-    Transfer last_sent;  // kept for retransmitting single frames
+    // Transfers of the shadow's current version, by id, for resending the
+    // frames a receiver reports missing. Emptied when the shadow moves on.
+    std::map<uint32_t, Transfer> sent;
   };
   // Another host's area replicated here.
   struct Replica {

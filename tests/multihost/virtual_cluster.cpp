@@ -61,6 +61,12 @@ VirtualCluster::VirtualCluster(int hosts, std::vector<std::string> dsmd_args,
 }
 
 VirtualCluster::~VirtualCluster() {
+  // DSM_KEEP_CLUSTER=1 leaves it up with its logs, for debugging a failure.
+  if (std::getenv("DSM_KEEP_CLUSTER")) {
+    std::fprintf(stderr, "cluster kept in %s (scripts/cluster.sh down --dir %s)\n", dir_.c_str(),
+                 dir_.c_str());
+    return;
+  }
   if (!dir_.empty()) Run(ClusterScript() + " down --dir " + dir_ + " >/dev/null 2>&1");
 }
 
