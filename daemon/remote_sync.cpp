@@ -125,10 +125,10 @@ bool RemoteSync::Poll(uint64_t now_ns) {
 
   ++stats_.loop_turns;
   if (now_ns >= next_heartbeat_ns_) {
-    PublishState();
     SendHeartbeat(now_ns);
     next_heartbeat_ns_ = now_ns + kHeartbeatIntervalNs;
     for (uint16_t host : membership_->Expire(now_ns)) OnHostDown(host);
+    PublishState();
   }
   if (now_ns >= next_directory_ns_) {
     SendDirectory(now_ns);

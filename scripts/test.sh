@@ -6,4 +6,4 @@ cd "$(dirname "$0")/.."
 scripts/setup.sh
 scripts/build.sh
 exec meson test -C "${BUILD_DIR:-build}" --print-errorlogs --num-processes 1 \
-  --suite unit --suite multiprocess "$@"
+  --suite unit --suite multiprocess --suite multihost --suite fuzz "$@"

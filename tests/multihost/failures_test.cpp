@@ -1,0 +1,154 @@
+// Hosts failing: a reader host's daemon killed with SIGKILL and restarted
+// resyncs to the latest version; a writer host taken down makes its readers
+// report the area stale, without crashes.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <xxhash.h>
+
+#include <chrono>
+#include <cstring>
+#include <thread>
+
+#include "dsm/dsm.h"
+#include "tests/multihost/replication_workload.h"
+#include "tests/multihost/virtual_cluster.h"
+#include "tests/support/child_process.h"
+
+namespace dsm::testing {
+namespace {
+
+struct Stamp {
+  uint64_t version;
+  uint64_t hash;
+};
+
+bool Init(const std::string& socket) {
+  dsm_init_opts opts{};
+  opts.socket_path = socket.c_str();
+  return dsm_init(&opts) == DSM_OK;
+}
+
+// A reader that attaches, waits for `want` and checks the snapshot is exactly
+// one version. Returns 0, or a code saying which step failed.
+int AttachAndCheck(const std::string& socket, uint64_t want, size_t area_bytes, uint64_t* seen) {
+  if (!Init(socket)) return 30;
+  const void* p = nullptr;
+  if (dsm_attach("mh/area", 20000, &p, nullptr) != DSM_OK) return 31;
+  if (dsm_wait_version(p, want, 20000) != DSM_OK) return 32;
+  const auto* bytes = static_cast<const uint8_t*>(p);
+  Stamp s;
+  std::memcpy(&s, bytes, sizeof(s));
+  *seen = dsm_version(p);
+  if (s.version != *seen || s.hash != XXH3_64bits(bytes + 64, area_bytes - 64)) return 33;
+  return dsm_fini() == DSM_OK ? 0 : 34;
+}
+
+TEST(Failures, AReaderHostsDaemonKilledAndRestartedResyncs) {
+  if (const std::string why = MultihostUnavailableReason(); !why.empty()) GTEST_SKIP() << why;
+  VirtualCluster cluster(3);
+  ASSERT_TRUE(cluster.ok());
+  WorkloadOptions o;
+  o.versions = 2500;
+  o.readers = 1;  // the steady reader on host 3
+  Shared<WorkloadBoard> b;
+  struct Results {
+    uint64_t before = 0;
+    uint64_t after = 0;
+    uint64_t wanted_after = 0;
+  };
+  Shared<Results> res;
+  const pid_t writer = Spawn([&] { return RunWriter(cluster.socket(1), o, &*b); });
+  ASSERT_TRUE(WaitFor([&] { return b->allocated.load(); }, 20000));
+  const pid_t steady = Spawn([&] { return RunReader(cluster.socket(3), 0, o, &*b); });
+  ASSERT_TRUE(WaitFor([&] { return b->writer_version.load() >= 50; }, 20000));
+
+  const pid_t first = Spawn([&] { return AttachAndCheck(cluster.socket(2), 20, o.area_bytes, &res->before); });
+  EXPECT_EQ(Reap(first, 60000), 0);
+  const int pid = cluster.DaemonPid(2);
+  ASSERT_GT(pid, 0);
+  ASSERT_EQ(kill(pid, SIGKILL), 0);
+  ASSERT_TRUE(WaitFor([&] { return kill(pid, 0) != 0; }, 5000));
+  ASSERT_TRUE(cluster.StartDaemon(2));
+
+  res->wanted_after = b->writer_version.load();
+  const pid_t second =
+      Spawn([&] { return AttachAndCheck(cluster.socket(2), res->wanted_after, o.area_bytes, &res->after); });
+  EXPECT_EQ(Reap(second, 60000), 0);
+  EXPECT_GE(res->after, res->wanted_after) << "the restarted host caught up with the writer";
+  EXPECT_GT(res->after, res->before);
+
+  b->writer_may_exit = true;
+  EXPECT_EQ(Reap(steady, 120000), 0);
+  EXPECT_EQ(Reap(writer, 120000), 0);
+  EXPECT_EQ(b->readers[0].torn, 0u);
+  EXPECT_EQ(b->readers[0].final_hash, b->writer_hash);
+}
+
+TEST(Failures, AWriterHostTakenDownMakesReadersReportStale) {
+  if (const std::string why = MultihostUnavailableReason(); !why.empty()) GTEST_SKIP() << why;
+  VirtualCluster cluster(2);
+  ASSERT_TRUE(cluster.ok());
+  WorkloadOptions o;
+  o.versions = 100000;  // until the test stops it
+  o.readers = 1;
+  Shared<WorkloadBoard> b;
+  struct Results {
+    std::atomic<bool> fresh_seen{false};
+    std::atomic<bool> host_killed{false};
+    bool stale_after = false;
+    bool writer_alive_after = true;
+    uint64_t version_at_kill = 0;
+    uint64_t version_after = 0;
+    int torn = 0;
+  };
+  Shared<Results> res;
+  const pid_t writer = Spawn([&] { return RunWriter(cluster.socket(1), o, &*b); });
+  ASSERT_TRUE(WaitFor([&] { return b->allocated.load(); }, 20000));
+  const pid_t reader = Spawn([&] {
+    if (!Init(cluster.socket(2))) return 40;
+    const void* p = nullptr;
+    if (dsm_attach("mh/area", 20000, &p, nullptr) != DSM_OK) return 41;
+    ++b->readers_attached;
+    const auto* bytes = static_cast<const uint8_t*>(p);
+    dsm_area_status st{};
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (std::chrono::steady_clock::now() < deadline) {
+      dsm_service();
+      dsm_status(p, &st);
+      if (!res->host_killed && st.version > 20 && !st.stale) res->fresh_seen = true;
+      if (res->host_killed && st.stale && !st.writer_alive) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    res->stale_after = st.stale;
+    res->writer_alive_after = st.writer_alive;
+    res->version_after = st.version;
+    Stamp s;
+    std::memcpy(&s, bytes, sizeof(s));
+    if (st.version > 0 && (s.version != st.version ||
+                           s.hash != XXH3_64bits(bytes + 64, o.area_bytes - 64))) {
+      ++res->torn;
+    }
+    return dsm_fini() == DSM_OK ? 0 : 42;
+  });
+  ASSERT_TRUE(WaitFor([&] { return res->fresh_seen.load(); }, 20000)) << "the reader never saw a fresh version";
+  const int pid = cluster.DaemonPid(1);
+  ASSERT_GT(pid, 0);
+  ASSERT_EQ(kill(pid, SIGKILL), 0);
+  res->host_killed = true;
+  EXPECT_EQ(Reap(reader, 60000), 0);
+  EXPECT_TRUE(res->stale_after);
+  EXPECT_FALSE(res->writer_alive_after);
+  EXPECT_EQ(res->torn, 0);
+  EXPECT_GT(res->version_after, 20u);
+  // Host 2's daemon lived through it and reports host 1 down.
+  const auto ctl = cluster.Dsmctl(2);
+  ASSERT_FALSE(ctl.is_discarded());
+  bool host1_down = false;
+  for (const auto& h : ctl["hosts"]) host1_down |= h["id"] == 1 && !h["up"].get<bool>();
+  EXPECT_TRUE(host1_down);
+  kill(writer, SIGKILL);
+  Reap(writer, 10000);
+}
+
+}  // namespace
+}  // namespace dsm::testing
