@@ -203,7 +203,8 @@ int64_t ControlServer::IdleSleepNs(bool worked) {
   // an idle daemon leaves the cores to the training and the kernel's network work.
   ++idle_turns_;
   if (idle_turns_ < kSpinTurnsBeforeSleep) return 0;
-  const uint32_t doublings = std::min<uint32_t>((idle_turns_ - kSpinTurnsBeforeSleep) / 8, 6);
+  const uint32_t doublings =
+      std::min<uint32_t>((idle_turns_ - kSpinTurnsBeforeSleep) / kIdleTurnsPerDoubling, 6);
   return static_cast<int64_t>(std::min<uint64_t>(kIdleSleepMinNs << doublings, kIdleSleepMaxNs));
 }
 

@@ -7,12 +7,12 @@
 namespace dsm {
 
 // Every host tells every other it is alive this often...
-inline constexpr uint64_t kHeartbeatIntervalNs = 50'000'000;
+inline constexpr uint64_t kHeartbeatIntervalNs = 100'000'000;
 // ... and is marked down after this much silence.
 inline constexpr uint64_t kHostDownAfterNs = 500'000'000;
 // Directory listings (with each area's latest version) go out this often, so a
 // replica's staleness is refreshed well within the default 100 ms bound.
-inline constexpr uint64_t kDirectoryIntervalNs = 25'000'000;
+inline constexpr uint64_t kDirectoryIntervalNs = 40'000'000;
 // A remote host's directory entry is forgotten after this much silence.
 inline constexpr uint64_t kDirectoryForgetNs = 1'000'000'000;
 // A transfer not acknowledged within this time after its last frame is resent
@@ -22,11 +22,13 @@ inline constexpr uint64_t kRetransmitTimeoutNs = 20'000'000;
 inline constexpr uint64_t kNackAfterNs = 3'000'000;
 // Frames handed to the transport per loop turn before other work gets a turn.
 inline constexpr uint32_t kSendBurstFrames = 256;
-// Adaptive polling: sleep between idle turns, doubling from min to max.
+// Adaptive polling: sleep between idle turns, doubling every kIdleTurnsPerDoubling
+// turns from min to max.
 inline constexpr uint64_t kIdleSleepMinNs = 20'000;
 inline constexpr uint64_t kIdleSleepMaxNs = 1'000'000;
+inline constexpr uint32_t kIdleTurnsPerDoubling = 2;
 // Turns without work before the first idle sleep.
-inline constexpr uint32_t kSpinTurnsBeforeSleep = 64;
+inline constexpr uint32_t kSpinTurnsBeforeSleep = 16;
 // Waiting for a writer to leave its export critical section (a few stores).
 inline constexpr uint64_t kExportWaitNs = 2'000'000;
 
