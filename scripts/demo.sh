@@ -1,40 +1,65 @@
 #!/usr/bin/env bash
-# The README's main command. For now (one host): installs what is missing,
-# builds, starts a dsmd, runs the regression sample (one trainer writing its
-# weights, two followers reading them as versions arrive) and stops the daemon
-# again, even when interrupted.
+# The README's main command: installs what is missing, builds, brings up a
+# 3-host virtual cluster (network namespaces, one dsmd per host on DPDK
+# af_packet), trains the regression sample on host 1 with its weights in a
+# libdsm area, follows the training from hosts 2 and 3 (they attach the weights
+# by name and evaluate each version that reaches them), prints what each
+# daemon saw, and tears everything down, also when interrupted.
+#
+#   scripts/demo.sh [--steps N] [--hosts N] [--mtu BYTES]
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+STEPS=300000
+HOSTS=3
+MTU=1500
+while (($#)); do
+  case $1 in
+    --steps) STEPS=$2; shift 2 ;;
+    --hosts) HOSTS=$2; shift 2 ;;
+    --mtu) MTU=$2; shift 2 ;;
+    -h | --help) sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "demo.sh: unknown argument $1" >&2; exit 2 ;;
+  esac
+done
+if [[ $EUID -ne 0 ]]; then
+  echo "demo.sh needs root (it builds network namespaces and installs packages): sudo $0" >&2
+  exit 1
+fi
+
 scripts/setup.sh
 scripts/build.sh
 
-STEPS=${STEPS:-3000}
-run_dir=$(mktemp -d /tmp/dsm-demo-XXXXXX)
-socket="$run_dir/dsmd.sock"
-pidfile="$run_dir/dsmd.pid"
+DIR=/run/dsm/demo
 pids=()
 cleanup() {
   for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  if [[ -f "$pidfile" ]]; then
-    kill "$(cat "$pidfile")" 2>/dev/null || true
-    for _ in $(seq 1 100); do [[ -f "$pidfile" ]] || break; sleep 0.05; done
-  fi
-  rm -rf "$run_dir"
+  scripts/cluster.sh down --dir "$DIR" >/dev/null 2>&1 || true
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-echo "== starting dsmd (socket $socket)"
-build/daemon/dsmd --socket "$socket" --background --pid-file "$pidfile"
-export DSM_SOCKET="$socket"
+echo "== bringing up a virtual cluster of $HOSTS hosts (MTU $MTU)"
+scripts/cluster.sh up "$HOSTS" --dir "$DIR" --mtu "$MTU"
 
-echo "== two followers attach 'sample/weights' read-only; one trainer writes it"
-build/examples/sample_regression follow --versions 200 | sed 's/^/[follower 1] /' &
-pids+=($!)
-build/examples/sample_regression follow --versions 200 | sed 's/^/[follower 2] /' &
-pids+=($!)
-sleep 0.2
-build/examples/sample_regression train --steps "$STEPS" | sed 's/^/[trainer]    /'
-for p in "${pids[@]}"; do wait "$p"; done
+echo "== host 1 trains; hosts 2..$HOSTS follow the weights as versions arrive"
+for h in $(seq 2 "$HOSTS"); do
+  scripts/cluster.sh exec "$h" --dir "$DIR" -- build/examples/sample_regression follow --versions 400 \
+    | sed "s/^/[host $h] /" &
+  pids+=($!)
+done
+scripts/cluster.sh exec 1 --dir "$DIR" -- build/examples/sample_regression train --steps "$STEPS" \
+  | sed 's/^/[host 1] /' &
+trainer=$!
+pids+=("$trainer")
+# Followers stop after their versions; the trainer keeps its area alive until then.
+for p in "${pids[@]}"; do
+  [[ $p == "$trainer" ]] || wait "$p"
+done
+echo "== what each daemon saw (dsmctl)"
+for h in $(seq 1 "$HOSTS"); do
+  build/daemon/dsmctl --socket "$DIR/h$h.sock" areas | sed "s/^/[host $h] /"
+done
+wait "$trainer"
 pids=()
-echo "== done; stopping dsmd"
+echo "== done; tearing the cluster down"
