@@ -161,6 +161,16 @@ DataFrameWriter::DataFrameWriter(size_t max_frame_bytes, const Header& header)
   header_.type = static_cast<uint8_t>(FrameType::kData);
 }
 
+DataFrameWriter::Plan DataFrameWriter::MakePlan(const LineSet& lines) const {
+  Plan plan;
+  PackFrames(lines, [&](std::span<const Run> runs) {
+    plan.frame_start.push_back(static_cast<uint32_t>(plan.runs.size()));
+    plan.runs.insert(plan.runs.end(), runs.begin(), runs.end());
+  });
+  if (!plan.runs.empty()) plan.frame_start.push_back(static_cast<uint32_t>(plan.runs.size()));
+  return plan;
+}
+
 uint32_t DataFrameWriter::CountFrames(const LineSet& lines) const {
   uint32_t frames = 0;
   PackFrames(lines, [&](std::span<const Run>) { ++frames; });

@@ -12,6 +12,7 @@
 #include <cstring>
 #include <iterator>
 #include <span>
+#include <vector>
 
 #include "coherence/line_set.h"
 #include "coherence/constants.h"
@@ -209,6 +210,19 @@ class DataFrameWriter {
   // Frames needed for `lines` (the frame_count every frame will carry). 0 when
   // `lines` is empty or the writer is not ok().
   uint32_t CountFrames(const LineSet& lines) const;
+
+  // The framing of `lines`, computed once: for sending a large transfer in
+  // bursts (and resending single frames) without repacking it every time.
+  struct Plan {
+    std::vector<Run> runs;              // every frame's runs, back to back
+    std::vector<uint32_t> frame_start;  // frame i has runs[frame_start[i] .. frame_start[i+1])
+    uint32_t frames() const { return frame_start.empty() ? 0 : static_cast<uint32_t>(frame_start.size() - 1); }
+  };
+  Plan MakePlan(const LineSet& lines) const;
+  // Writes frames [first_seq, first_seq + count) of `plan` (same bytes as Write).
+  template <typename Sink>
+  uint32_t WritePlanned(const Plan& plan, const uint8_t* content, uint32_t first_seq,
+                        uint32_t count, Sink& sink) const;
 
   // Writes each frame through `sink`: sink.Reserve(max_frame_bytes) returns a
   // buffer, sink.Commit(bytes) hands over the finished frame. Returns frames

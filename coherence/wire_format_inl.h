@@ -46,23 +46,23 @@ uint32_t DataFrameWriter::Write(const LineSet& lines, const uint8_t* content, Si
 template <typename Sink>
 uint32_t DataFrameWriter::WriteRange(const LineSet& lines, const uint8_t* content,
                                      uint32_t first_seq, uint32_t count, Sink& sink) const {
-  const uint32_t frame_count = CountFrames(lines);
+  return WritePlanned(MakePlan(lines), content, first_seq, count, sink);
+}
+
+template <typename Sink>
+uint32_t DataFrameWriter::WritePlanned(const Plan& plan, const uint8_t* content, uint32_t first_seq,
+                                       uint32_t count, Sink& sink) const {
+  const uint32_t frame_count = plan.frames();
   const uint64_t end_seq = std::min<uint64_t>(uint64_t{first_seq} + count, frame_count);
-  if (first_seq >= end_seq) return 0;
-  uint32_t seq = 0;
   uint32_t written = 0;
-  bool stopped = false;
-  PackFrames(lines, [&](std::span<const Run> runs) {
-    const uint32_t this_seq = seq++;
-    if (stopped || this_seq < first_seq || this_seq >= end_seq) return;
+  for (uint64_t seq = first_seq; seq < end_seq; ++seq) {
     uint8_t* frame = sink.Reserve(max_frame_bytes_);
-    if (frame == nullptr) {
-      stopped = true;
-      return;
-    }
-    sink.Commit(FillFrame(frame, runs, content, this_seq, frame_count));
+    if (frame == nullptr) break;
+    const auto runs = std::span<const Run>(plan.runs).subspan(
+        plan.frame_start[seq], plan.frame_start[seq + 1] - plan.frame_start[seq]);
+    sink.Commit(FillFrame(frame, runs, content, static_cast<uint32_t>(seq), frame_count));
     ++written;
-  });
+  }
   return written;
 }
 

@@ -125,7 +125,7 @@ bool RemoteSync::ContinueSend(ExportedArea& e, uint64_t now_ns) {
   wire::DataFrameWriter writer(transport_->max_payload_bytes(), h);
   TransportSink sink{transport_.get(), dest, &stats_};
   const uint32_t todo = std::min(kSendBurstFrames, e.frame_count - e.next_seq);
-  const uint32_t sent = writer.WriteRange(*e.sending.lines, e.shadow.data(), e.next_seq, todo, sink);
+  const uint32_t sent = writer.WritePlanned(e.plan, e.shadow.data(), e.next_seq, todo, sink);
   e.next_seq += sent;
   if (e.next_seq >= e.frame_count) {
     e.in_send = false;
@@ -133,7 +133,7 @@ bool RemoteSync::ContinueSend(ExportedArea& e, uint64_t now_ns) {
     stats_.changed_bytes_out += e.sending.lines->CountLines() * kLineBytes;
     ++stats_.transfers_sent;
     const uint32_t id = e.sending.transfer_id;
-    e.sent[id] = std::move(e.sending);
+    e.sent[id] = {std::move(e.sending), std::move(e.plan)};
   }
   return sent > 0;
 }
@@ -157,7 +157,8 @@ bool RemoteSync::ExportTurn(ExportedArea& e, uint64_t now_ns) {
     }
     if (e.sender->NextTransfer(now_ns, kRetransmitTimeoutNs, &e.sending)) {
       wire::DataFrameWriter writer(transport_->max_payload_bytes(), wire::Header{});
-      e.frame_count = writer.CountFrames(*e.sending.lines);
+      e.plan = writer.MakePlan(*e.sending.lines);
+      e.frame_count = e.plan.frames();
       e.next_seq = 0;
       e.in_send = e.frame_count > 0;
       if (!e.in_send) e.sender->Sent(e.sending, now_ns);
@@ -183,8 +184,9 @@ void RemoteSync::OnAck(const wire::Frame& f, uint16_t host, uint64_t now_ns) {
   // Frames a receiver misses of a transfer of the shadow's current version.
   const size_t ranges = f.body.size() / sizeof(wire::SeqRange);
   auto sent = e.sent.find(f.header.transfer_id);
-  if (ranges == 0 || sent == e.sent.end() || f.header.base_version != sent->second.version) return;
-  const Transfer& t = sent->second;
+  if (ranges == 0 || sent == e.sent.end() || f.header.base_version != sent->second.first.version) return;
+  const Transfer& t = sent->second.first;
+  const wire::DataFrameWriter::Plan& plan = sent->second.second;
   wire::Header h = MakeHeader(wire::FrameType::kData);
   h.area_index = e.index;
   h.area_generation = e.generation;
@@ -199,7 +201,7 @@ void RemoteSync::OnAck(const wire::Frame& f, uint16_t host, uint64_t now_ns) {
     wire::SeqRange r;
     std::memcpy(&r, f.body.data() + i * sizeof(r), sizeof(r));
     stats_.retransmitted_frames +=
-        writer.WriteRange(*t.lines, e.shadow.data(), r.first, r.count, sink);
+        writer.WritePlanned(plan, e.shadow.data(), r.first, r.count, sink);
   }
   (void)now_ns;
 }

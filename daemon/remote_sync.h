@@ -59,9 +59,10 @@ class RemoteSync {
     uint32_t next_seq = 0;
     uint32_t frame_count = 0;
     bool in_send = false;
-    // Transfers of the shadow's current version, by id, for resending the
-    // frames a receiver reports missing. Emptied when the shadow moves on.
-    std::map<uint32_t, Transfer> sent;
+    wire::DataFrameWriter::Plan plan;  // framing of `sending`
+    // Transfers of the shadow's current version (with their framing), by id, for
+    // resending frames a receiver reports missing. Emptied when the shadow moves.
+    std::map<uint32_t, std::pair<Transfer, wire::DataFrameWriter::Plan>> sent;
   };
   // Another host's area replicated here.
   struct Replica {
