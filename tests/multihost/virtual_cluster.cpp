@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -67,7 +68,11 @@ VirtualCluster::~VirtualCluster() {
                  dir_.c_str());
     return;
   }
-  if (!dir_.empty()) Run(ClusterScript() + " down --dir " + dir_ + " >/dev/null 2>&1");
+  if (dir_.empty()) return;
+  Run(ClusterScript() + " down --dir " + dir_ + " >/dev/null 2>&1");
+  // The directory is ours (mkdtemp); cluster.sh leaves directories it did not create.
+  std::error_code ec;
+  std::filesystem::remove_all(dir_, ec);
 }
 
 int VirtualCluster::DaemonPid(int host) const {

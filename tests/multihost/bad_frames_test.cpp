@@ -1,0 +1,369 @@
+// Bad input on the wire (DESIGN.md section 5, "Wire"; docs/wire-format.md,
+// "Validation and drop reasons"): frames that are truncated, oversized, carry a
+// bad checksum, a wrong magic or protocol version, come from an unknown source
+// host, name an unknown area, carry lines outside the area or a version from
+// the past are each dropped and counted under their reason, never applied, and
+// the daemon keeps serving.
+//
+// Three hosts of the virtual cluster: a writer on host 1 publishes a version of
+// a small area every few milliseconds for the whole test, a reader on host 2
+// follows it (so host 2's dsmd holds a replica of host 1's area). For each case
+// raw_frame_tool, run in a host's network namespace with that host's own MAC
+// (so the bridge's MAC learning is undisturbed), sends kCopies crafted frames
+// to host 2, and host 2's counter for the case's reason must rise by at least
+// kCopies. Normal traffic never produces the reasons Decode finds (no fault
+// injection is on here), so those must not move for any other case. At the end
+// host 2's daemon still runs, the reader still advances, and host 2's replica
+// has the same content (XXH3) as host 1's area at the same version.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "dsm/dsm.h"
+#include "tests/multihost/virtual_cluster.h"
+#include "tests/support/child_process.h"
+
+namespace dsm::testing {
+namespace {
+
+using nlohmann::json;
+
+constexpr const char* kAreaName = "bf/area";
+constexpr size_t kAreaBytes = 64 * 1024;
+constexpr size_t kLine = 64;
+constexpr uint32_t kAreaLines = kAreaBytes / kLine;
+constexpr uint32_t kCopies = 50;             // frames sent per case
+constexpr int kPublishPauseUs = 5000;        // the writer's pause between versions
+constexpr int kChildDeadlineS = 300;         // children give up after this, whatever happens
+constexpr int kCounterWaitMs = 10000;        // for a case's counter to rise
+constexpr uint64_t kFutureVersion = uint64_t{1} << 40;  // newer than anything the writer reaches
+
+struct Board {
+  std::atomic<bool> allocated{false};
+  std::atomic<bool> attached{false};
+  std::atomic<bool> stop_publishing{false};
+  std::atomic<bool> writer_stopped{false};
+  std::atomic<bool> exit{false};
+  std::atomic<uint64_t> writer_version{0};
+  std::atomic<uint64_t> reader_version{0};
+  std::atomic<uint64_t> reader_torn{0};
+  std::atomic<uint64_t> reader_backwards{0};
+};
+
+// Line 0 of every version: the version number and an XXH3 of the rest.
+struct Stamp {
+  uint64_t version;
+  uint64_t hash;
+};
+
+using Clock = std::chrono::steady_clock;
+
+bool Init(const std::string& socket) {
+  dsm_init_opts opts{};
+  opts.socket_path = socket.c_str();
+  return dsm_init(&opts) == DSM_OK;
+}
+
+// Host 1: publishes a version (a few random lines and the stamp) every
+// kPublishPauseUs until told to stop, then stays (serving) until told to exit.
+int RunWriter(const std::string& socket, Board* b) {
+  if (!Init(socket)) return 10;
+  void* p = nullptr;
+  if (dsm_alloc(kAreaName, kAreaBytes, nullptr, &p) != DSM_OK) return 11;
+  auto* bytes = static_cast<uint8_t*>(p);
+  std::mt19937_64 rng(1234);
+  std::uniform_int_distribution<uint32_t> pick(1, kAreaLines - 1);
+  const auto deadline = Clock::now() + std::chrono::seconds(kChildDeadlineS);
+  for (uint64_t v = 1; !b->stop_publishing && Clock::now() < deadline; ++v) {
+    for (int i = 0; i < 4; ++i) {
+      const uint32_t line = pick(rng);
+      uint64_t* w = reinterpret_cast<uint64_t*>(bytes + size_t{line} * kLine);
+      for (int k = 0; k < 8; ++k) w[k] = v * 1000003 + line;
+      dsm_log(w, kLine);
+    }
+    const Stamp s{v, XXH3_64bits(bytes + kLine, kAreaBytes - kLine)};
+    std::memcpy(bytes, &s, sizeof(s));
+    dsm_log(bytes, sizeof(s));
+    int rc;
+    for (int tries = 0; (rc = dsm_publish(p)) == DSM_ERR_BUSY && tries < 100000; ++tries) {
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+    if (rc != DSM_OK || dsm_version(p) != v) return 12;
+    b->writer_version = v;
+    b->allocated = true;
+    std::this_thread::sleep_for(std::chrono::microseconds(kPublishPauseUs));
+  }
+  b->writer_stopped = true;
+  while (!b->exit && Clock::now() < deadline) {
+    dsm_service();
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return dsm_fini() == DSM_OK ? 0 : 13;
+}
+
+// Host 2: attaches the area by name and follows it until told to exit; counts
+// snapshots that are not exactly one version and versions that go backwards.
+int RunReader(const std::string& socket, Board* b) {
+  if (!Init(socket)) return 20;
+  const void* p = nullptr;
+  size_t size = 0;
+  if (dsm_attach(kAreaName, 20000, &p, &size) != DSM_OK || size != kAreaBytes) return 21;
+  b->attached = true;
+  const auto* bytes = static_cast<const uint8_t*>(p);
+  uint64_t last = 0;
+  const auto deadline = Clock::now() + std::chrono::seconds(kChildDeadlineS);
+  while (!b->exit && Clock::now() < deadline) {
+    dsm_service();
+    const uint64_t v = dsm_version(p);
+    if (v < last) ++b->reader_backwards;
+    last = v;
+    if (v > 0) {
+      Stamp s;
+      std::memcpy(&s, bytes, sizeof(s));
+      if (s.version != v || s.hash != XXH3_64bits(bytes + kLine, kAreaBytes - kLine)) {
+        ++b->reader_torn;
+      }
+    }
+    b->reader_version = v;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return dsm_fini() == DSM_OK ? 0 : 22;
+}
+
+// raw_frame_tool: $DSM_RAW_FRAME_TOOL, else next to this test's executable.
+std::string ToolPath() {
+  if (const char* t = std::getenv("DSM_RAW_FRAME_TOOL"); t && *t) return t;
+  char self[4096];
+  const ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+  if (n <= 0) return "raw_frame_tool";
+  std::string path(self, static_cast<size_t>(n));
+  return path.substr(0, path.rfind('/') + 1) + "raw_frame_tool";
+}
+
+// A counter of dsmctl --json: "dropped.<reason>" or a top-level name.
+uint64_t Counter(const json& j, const std::string& name) {
+  const json& c = j["counters"];
+  if (name.rfind("dropped.", 0) == 0) return c["dropped"][name.substr(8)].get<uint64_t>();
+  return c[name].get<uint64_t>();
+}
+
+// Every counter that moved between two snapshots, for failure messages.
+std::string Deltas(const json& before, const json& after) {
+  std::string out;
+  for (const auto& [k, v] : after["counters"].items()) {
+    if (k == "dropped") {
+      for (const auto& [r, n] : v.items()) {
+        const uint64_t d = n.get<uint64_t>() - before["counters"]["dropped"][r].get<uint64_t>();
+        if (d) out += " dropped." + r + "+" + std::to_string(d);
+      }
+    } else if (k != "loop_turns") {
+      const uint64_t d = v.get<uint64_t>() - before["counters"][k].get<uint64_t>();
+      if (d) out += " " + k + "+" + std::to_string(d);
+    }
+  }
+  return out.empty() ? " (none)" : out;
+}
+
+// The reasons Decode finds: well-behaved daemons without fault injection never
+// cause them, so only the case that sends them may move them.
+const std::vector<std::string> kDecodeReasons = {
+    "dropped.truncated",   "dropped.oversized",    "dropped.bad_magic",
+    "dropped.bad_version", "dropped.bad_type",     "dropped.bad_checksum",
+    "dropped.bad_layout"};
+
+const json* FindArea(const json& j, bool replica) {
+  if (!j.is_object() || !j["areas"].is_array()) return nullptr;
+  for (const json& a : j["areas"]) {
+    if (a["name"] == kAreaName && a["replica"].get<bool>() == replica) return &a;
+  }
+  return nullptr;
+}
+
+struct Case {
+  std::string name;
+  int from;               // host whose namespace (and MAC) sends
+  std::string args;       // raw_frame_tool arguments after the addresses
+  std::string counter;    // on host 2
+};
+
+TEST(BadFrames, EachIsDroppedAndCountedAndTheDaemonKeepsServing) {
+  if (const std::string why = MultihostUnavailableReason(); !why.empty()) GTEST_SKIP() << why;
+  const std::string tool = ToolPath();
+  ASSERT_EQ(access(tool.c_str(), X_OK), 0) << "raw_frame_tool not found at " << tool
+                                           << " (set DSM_RAW_FRAME_TOOL)";
+  VirtualCluster cluster(3);
+  ASSERT_TRUE(cluster.ok());
+
+  Shared<Board> b;
+  const pid_t writer = Spawn([&] { return RunWriter(cluster.socket(1), &*b); });
+  // Children are stopped and reaped however the test ends (an early ASSERT).
+  struct Cleanup {
+    Board* b;
+    pid_t writer, reader;
+    ~Cleanup() {
+      b->exit = true;
+      b->stop_publishing = true;
+      Reap(reader, 30000);  // Reap of -1 (already reaped) returns at once
+      Reap(writer, 30000);
+    }
+  } cleanup{&*b, writer, -1};
+  ASSERT_TRUE(WaitFor([&] { return b->allocated.load(); }, 20000)) << "writer did not allocate";
+  const pid_t reader = Spawn([&] { return RunReader(cluster.socket(2), &*b); });
+  cleanup.reader = reader;
+
+  ASSERT_TRUE(WaitFor([&] { return b->attached.load(); }, 30000)) << "reader did not attach";
+  // Well past version 1, so that version 1 is "from the past" on host 2.
+  ASSERT_TRUE(WaitFor([&] { return b->reader_version.load() >= 20; }, 30000))
+      << "reader on host 2 stuck at version " << b->reader_version.load();
+
+  // The area's index on host 1. Its generation is not printed by dsmctl: the
+  // first allocation of a slot on a fresh daemon has generation 1 (the control
+  // segment starts zeroed and AreaDirectory bumps it on allocation), and this
+  // is the only area host 1 ever allocates.
+  const json h1 = cluster.Dsmctl(1);
+  const json* origin = FindArea(h1, false);
+  ASSERT_NE(origin, nullptr) << h1.dump();
+  ASSERT_EQ(h1["areas"].size(), 1u) << "host 1 should hold only the test's area: " << h1.dump();
+  const uint32_t index = (*origin)["index"].get<uint32_t>();
+  const uint32_t generation = 1;
+  ASSERT_NE(FindArea(cluster.Dsmctl(2), true), nullptr) << "no replica on host 2";
+  std::printf("area '%s': index %u, generation %u (assumed), %u lines\n", kAreaName, index,
+              generation, kAreaLines);
+  std::fflush(stdout);  // before the tool's own output
+
+  const std::string area = " --area-index " + std::to_string(index) + " --area-generation " +
+                           std::to_string(generation);
+  const std::string future = " --full --version " + std::to_string(kFutureVersion);
+  const std::vector<Case> cases = {
+      {"truncated: UDP payload shorter than a header", 1, "--case truncated" + area,
+       "dropped.truncated"},
+      {"oversized: payload longer than payload_bytes", 1, "--case oversized" + area + future,
+       "dropped.oversized"},
+      {"bad checksum", 1, "--case bad_checksum" + area + future, "dropped.bad_checksum"},
+      {"wrong magic", 1, "--case bad_magic" + area + future, "dropped.bad_magic"},
+      {"wrong protocol version", 1, "--case bad_version" + area + future, "dropped.bad_version"},
+      {"unknown source host (IPv4 198.18.0.200 from host 3's port)", 3,
+       "--src-ip 198.18.0.200 --source-host 1 --case data" + area + future,
+       "rx_dropped_unknown_source"},
+      {"source_host in the header is not the sender", 1,
+       "--source-host 3 --case data" + area + future, "dropped.unknown_host"},
+      {"unknown area (index 999)", 1,
+       "--case data --area-index 999 --area-generation 1" + future, "dropped.unknown_area"},
+      {"unknown area (right index, next generation)", 1,
+       "--case data --area-index " + std::to_string(index) + " --area-generation " +
+           std::to_string(generation + 1) + future,
+       "dropped.unknown_area"},
+      {"run starting past the area's last line", 1,
+       "--case data" + area + future + " --first-line " + std::to_string(kAreaLines),
+       "dropped.out_of_range"},
+      {"run crossing the area's end", 1,
+       "--case data" + area + future + " --first-line " + std::to_string(kAreaLines - 1) +
+           " --line-count 2",
+       "dropped.out_of_range"},
+      {"run far outside the area", 1,
+       "--case data" + area + future + " --first-line 4000000000 --line-count 1",
+       "dropped.out_of_range"},
+      {"version from the past (version 1, transfer 12345)", 1,
+       "--case data" + area + " --version 1 --base-version 0 --transfer-id 12345",
+       "dropped.stale_version"},
+  };
+
+  const int pid2 = cluster.DaemonPid(2);
+  ASSERT_GT(pid2, 0);
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    const json before = cluster.Dsmctl(2);
+    ASSERT_FALSE(before.is_discarded()) << "dsmctl on host 2 failed before the case";
+    const std::string cmd = tool + " --from " + std::to_string(c.from) + " --to 2 --count " +
+                            std::to_string(kCopies) + " " + c.args;
+    ASSERT_EQ(cluster.Exec(c.from, cmd), 0) << cmd;
+    json after;
+    const auto deadline = Clock::now() + std::chrono::milliseconds(kCounterWaitMs);
+    do {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      after = cluster.Dsmctl(2);
+    } while ((after.is_discarded() || Counter(after, c.counter) - Counter(before, c.counter) <
+                                          kCopies) &&
+             Clock::now() < deadline);
+    ASSERT_FALSE(after.is_discarded()) << "dsmctl on host 2 failed after the case";
+    const uint64_t delta = Counter(after, c.counter) - Counter(before, c.counter);
+    std::printf("%-62s %s +%lu (all changes:%s)\n", c.name.c_str(), c.counter.c_str(),
+                static_cast<unsigned long>(delta), Deltas(before, after).c_str());
+    std::fflush(stdout);
+    EXPECT_GE(delta, kCopies) << "expected " << c.counter << " to rise by " << kCopies
+                              << "; counters that moved:" << Deltas(before, after);
+    for (const std::string& r : kDecodeReasons) {
+      if (r == c.counter) continue;
+      EXPECT_EQ(Counter(after, r), Counter(before, r))
+          << r << " moved; counters that moved:" << Deltas(before, after);
+    }
+    EXPECT_EQ(kill(pid2, 0), 0) << "host 2's dsmd (pid " << pid2 << ") is gone";
+    EXPECT_TRUE(after["daemon_alive"].get<bool>());
+  }
+
+  // Still serving: the daemon runs, answers, and the reader keeps advancing.
+  EXPECT_EQ(kill(pid2, 0), 0) << "host 2's dsmd (pid " << pid2 << ") is gone";
+  const uint64_t seen = b->reader_version.load();
+  EXPECT_TRUE(WaitFor([&] { return b->reader_version.load() >= seen + 10; }, 20000))
+      << "reader on host 2 stopped at version " << b->reader_version.load() << " (writer at "
+      << b->writer_version.load() << ")";
+
+  // Replica equals origin: stop publishing, then wait until both hosts show the
+  // writer's last version, and compare their content hashes.
+  b->stop_publishing = true;
+  ASSERT_TRUE(WaitFor([&] { return b->writer_stopped.load(); }, 10000));
+  const uint64_t last = b->writer_version.load();
+  json o, r;
+  const auto deadline = Clock::now() + std::chrono::seconds(20);
+  bool settled = false;
+  while (!settled && Clock::now() < deadline) {
+    const json j1 = cluster.Dsmctl(1);
+    const json j2 = cluster.Dsmctl(2);
+    const json* a1 = FindArea(j1, false);
+    const json* a2 = FindArea(j2, true);
+    if (a1 && a2) {
+      o = *a1;
+      r = *a2;
+      settled = !o["content"].is_null() && !r["content"].is_null() &&
+                o["content"]["version"].get<uint64_t>() == last &&
+                r["content"]["version"].get<uint64_t>() == last;
+    }
+    if (!settled) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ASSERT_TRUE(settled) << "versions did not meet at " << last << ": host 1 " << o.dump()
+                       << " host 2 " << r.dump();
+  EXPECT_EQ(o["content"]["xxh3"], r["content"]["xxh3"])
+      << "replica on host 2 differs from host 1 at version " << last;
+  std::printf("version %lu: host 1 xxh3 %s, host 2 xxh3 %s\n", static_cast<unsigned long>(last),
+              o["content"]["xxh3"].get<std::string>().c_str(),
+              r["content"]["xxh3"].get<std::string>().c_str());
+  EXPECT_TRUE(WaitFor([&] { return b->reader_version.load() == last; }, 10000));
+  EXPECT_EQ(b->reader_torn.load(), 0u);
+  EXPECT_EQ(b->reader_backwards.load(), 0u);
+
+  const json final2 = cluster.Dsmctl(2);
+  ASSERT_FALSE(final2.is_discarded());
+  EXPECT_EQ(kill(pid2, 0), 0);
+  EXPECT_TRUE(final2["daemon_alive"].get<bool>());
+  std::printf("host 2 counters: %s\n", final2["counters"].dump().c_str());
+
+  b->exit = true;
+  EXPECT_EQ(Reap(reader, 30000), 0);
+  cleanup.reader = -1;
+  EXPECT_EQ(Reap(writer, 30000), 0);
+  cleanup.writer = -1;
+}
+
+}  // namespace
+}  // namespace dsm::testing
