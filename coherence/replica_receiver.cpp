@@ -21,6 +21,18 @@ ReplicaReceiver::Result ReplicaReceiver::OnData(const wire::Frame& frame, uint64
   Result r;
   const wire::Header& h = frame.header;
   const bool full = (h.flags & wire::kFlagFull) != 0;
+  // Every run must lie inside the area.
+  for (size_t i = 0; i < frame.runs.size(); ++i) {
+    const wire::Run run = frame.runs[i];
+    if (run.first_line >= lines_ || run.line_count > lines_ - run.first_line) {
+      r.drop = DropReason::kOutOfRange;
+      return r;
+    }
+  }
+  if (h.version > version_limit_) {
+    r.drop = DropReason::kStaleVersion;
+    return r;
+  }
   if (publish_pending_) {
     r.drop = DropReason::kBusy;  // staging must not change before the local publish
     return r;
@@ -38,14 +50,6 @@ ReplicaReceiver::Result ReplicaReceiver::OnData(const wire::Frame& frame, uint64
   if (h.version < max_applied_ || (assembling_ && h.version < version_)) {
     r.drop = DropReason::kStaleVersion;
     return r;
-  }
-  // Every run must lie inside the area.
-  for (size_t i = 0; i < frame.runs.size(); ++i) {
-    const wire::Run run = frame.runs[i];
-    if (run.first_line >= lines_ || run.line_count > lines_ - run.first_line) {
-      r.drop = DropReason::kOutOfRange;
-      return r;
-    }
   }
   if (!assembling_ || h.version != version_ || h.transfer_id != transfer_) {
     assembling_ = true;

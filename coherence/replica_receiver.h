@@ -49,6 +49,9 @@ class ReplicaReceiver {
 
   // Forgets everything (the writer host restarted): the next transfer must be full.
   void Reset();
+  // Versions above this are refused (kStaleVersion): what the writer's host
+  // advertises plus a margin, so one forged frame cannot pin the replica.
+  void set_version_limit(uint64_t limit) { version_limit_ = limit; }
 
  private:
   size_t lines_;
@@ -65,6 +68,7 @@ class ReplicaReceiver {
   uint32_t received_count_ = 0;
   std::vector<uint64_t> received_;  // bit per seq
   uint64_t last_frame_ns_ = 0;
+  uint64_t version_limit_ = UINT64_MAX;
 };
 
 }  // namespace dsm

@@ -57,6 +57,14 @@ ControlServer::~ControlServer() {
 }
 
 bool ControlServer::Start(std::string* error) {
+  // Block the signals we read from a signalfd before any thread exists (DPDK's
+  // EAL starts some): threads inherit the mask, so none of them can take a
+  // SIGTERM and die of it instead of letting us shut down cleanly.
+  sigset_t mask;
+  sigemptyset(&mask);
+  sigaddset(&mask, SIGTERM);
+  sigaddset(&mask, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &mask, nullptr);
   if (config_.host_id >= kMaxHosts) {
     *error = "--host-id must be below " + std::to_string(kMaxHosts);
     return false;
@@ -81,11 +89,6 @@ bool ControlServer::Start(std::string* error) {
     if (!remote_->Start(error)) return false;
   }
 
-  sigset_t mask;
-  sigemptyset(&mask);
-  sigaddset(&mask, SIGTERM);
-  sigaddset(&mask, SIGINT);
-  sigprocmask(SIG_BLOCK, &mask, nullptr);
   signal_fd_ = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
   epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
   if (signal_fd_ < 0 || epoll_fd_ < 0) {

@@ -94,6 +94,9 @@ void RemoteSync::OnDirectory(const wire::Frame& f, uint16_t host, uint64_t now_n
     entries[d.name] = {d, now_ns};
     // A replica that holds the writer's latest version is as fresh as the writer says.
     if (Replica* r = FindReplica(host, d.area_index, d.area_generation)) {
+      // A forged frame claiming a version far beyond what the writer's host
+      // advertises would pin the replica there (every real version looking old).
+      r->receiver->set_version_limit(d.latest_version + kVersionSlack);
       AreaControl& a = segment_->areas[r->local_index];
       if (r->named && UnpackLatest(a.latest.load()).version >= d.latest_version) {
         a.confirmed_ns.store(now_ns > d.confirmed_age_ns ? now_ns - d.confirmed_age_ns : 0);

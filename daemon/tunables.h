@@ -32,6 +32,11 @@ inline constexpr uint32_t kSpinTurnsBeforeSleep = 16;
 // Waiting for a writer to leave its export critical section (a few stores).
 inline constexpr uint64_t kExportWaitNs = 2'000'000;
 
+// DATA claiming a version this far beyond the writer host's advertised latest is
+// dropped (directory listings lag by at most kDirectoryIntervalNs; no writer
+// publishes a million versions in that time).
+inline constexpr uint64_t kVersionSlack = 1'000'000;
+
 // The multicast group every daemon of a cluster joins for fan-out of DATA.
 inline constexpr uint16_t kClusterGroup = 1;
 
