@@ -75,16 +75,11 @@ DirectoryResult AreaDirectory::Alloc(const Client& client, const Request& req, u
     }
     Unname(it->second);  // the writer is gone: a restarted writer may take the name
   }
-  uint32_t index = kMaxAreas;
-  for (uint32_t i = 0; i < kMaxAreas; ++i) {
-    if (area(i).state.load() == static_cast<uint32_t>(AreaState::kFree)) {
-      index = i;
-      break;
-    }
-  }
-  if (index == kMaxAreas) {
+  const std::optional<uint32_t> slot = FreeSlot();
+  if (!slot) {
     return Error(DSM_ERR_NO_SPACE, fmt::format("the host has {} areas, the maximum", kMaxAreas));
   }
+  const uint32_t index = *slot;
   const uint64_t mapped = RoundUp(req.size, page);
   const uint64_t export_pages = (req.size + kPageBytes - 1) / kPageBytes;
   const uint64_t export_bytes = RoundUp(2 * export_pages * sizeof(uint64_t), page);
@@ -124,8 +119,6 @@ DirectoryResult AreaDirectory::Alloc(const Client& client, const Request& req, u
   a.writer_offset = *back_off;
   for (uint32_t b = 0; b < kMaxReaderBuffers; ++b) {
     a.buffer_offset[b] = b < buffers ? *back_off + (1 + b) * mapped : 0;
-    a.buffer_version[b].store(0);
-    a.buffer_published_ns[b].store(now_ns);
   }
   a.origin_host = hdr.host_id;
   a.origin_index = index;
@@ -140,17 +133,7 @@ DirectoryResult AreaDirectory::Alloc(const Client& client, const Request& req, u
   a.export_seq.store(0);
   a.export_version[0].store(0);
   a.export_version[1].store(0);
-  a.latest.store(PackLatest(0, 0));
-  a.confirmed_ns.store(now_ns);
-  a.publishes.store(0);
-  a.publishes_deferred.store(0);
-  a.bytes_published.store(0);
-  a.publish_ns_total.store(0);
-  a.publish_ns_max.store(0);
-  for (uint32_t s = 0; s < kMaxReadersPerArea; ++s) {
-    a.reader_pin[s].store(kNoPins);
-    a.reader_client[s].store(0);
-  }
+  ResetVersions(a, now_ns, now_ns);
   a.state.store(static_cast<uint32_t>(AreaState::kLive), std::memory_order_release);
   by_name_[name] = index;
   DirectoryResult r;
@@ -264,17 +247,12 @@ std::optional<uint32_t> AreaDirectory::CreateReplica(const wire::DirectoryEntry&
     *error = "its size or address is not a multiple of this host's backing page";
     return std::nullopt;
   }
-  uint32_t index = kMaxAreas;
-  for (uint32_t i = 0; i < kMaxAreas; ++i) {
-    if (area(i).state.load() == static_cast<uint32_t>(AreaState::kFree)) {
-      index = i;
-      break;
-    }
-  }
-  if (index == kMaxAreas) {
+  const std::optional<uint32_t> slot = FreeSlot();
+  if (!slot) {
     *error = "this host has the maximum number of areas";
     return std::nullopt;
   }
+  const uint32_t index = *slot;
   // A staging copy (where the writer copy would be) and the reader buffers.
   const uint64_t bytes = origin.mapped_size * (1 + buffers);
   const auto back_off = backing_alloc_.Allocate(bytes, page);
@@ -299,8 +277,6 @@ std::optional<uint32_t> AreaDirectory::CreateReplica(const wire::DirectoryEntry&
   a.writer_offset = *back_off;
   for (uint32_t b = 0; b < kMaxReaderBuffers; ++b) {
     a.buffer_offset[b] = b < buffers ? *back_off + (1 + b) * origin.mapped_size : 0;
-    a.buffer_version[b].store(0);
-    a.buffer_published_ns[b].store(now_ns);
   }
   a.origin_host = origin_host;
   a.origin_index = origin.area_index;
@@ -311,12 +287,7 @@ std::optional<uint32_t> AreaDirectory::CreateReplica(const wire::DirectoryEntry&
   a.export_bytes = 0;
   a.backing_bytes = bytes;
   a.export_enabled.store(0);
-  a.latest.store(PackLatest(0, 0));
-  a.confirmed_ns.store(0);
-  for (uint32_t s = 0; s < kMaxReadersPerArea; ++s) {
-    a.reader_pin[s].store(kNoPins);
-    a.reader_client[s].store(0);
-  }
+  ResetVersions(a, now_ns, 0);  // not confirmed until a version arrives
   a.state.store(static_cast<uint32_t>(AreaState::kLive), std::memory_order_release);
   return index;
 }
@@ -338,6 +309,31 @@ void AreaDirectory::SetReplicaWriterAlive(uint32_t index, bool alive) {
 bool AreaDirectory::Named(uint32_t index) const {
   auto it = by_name_.find(segment_->areas[index].name);
   return it != by_name_.end() && it->second == index;
+}
+
+std::optional<uint32_t> AreaDirectory::FreeSlot() {
+  for (uint32_t i = 0; i < kMaxAreas; ++i) {
+    if (area(i).state.load() == static_cast<uint32_t>(AreaState::kFree)) return i;
+  }
+  return std::nullopt;
+}
+
+void AreaDirectory::ResetVersions(AreaControl& a, uint64_t now_ns, uint64_t confirmed_ns) {
+  for (uint32_t b = 0; b < kMaxReaderBuffers; ++b) {
+    a.buffer_version[b].store(0);
+    a.buffer_published_ns[b].store(now_ns);
+  }
+  a.latest.store(PackLatest(0, 0));
+  a.confirmed_ns.store(confirmed_ns);
+  a.publishes.store(0);
+  a.publishes_deferred.store(0);
+  a.bytes_published.store(0);
+  a.publish_ns_total.store(0);
+  a.publish_ns_max.store(0);
+  for (uint32_t s = 0; s < kMaxReadersPerArea; ++s) {
+    a.reader_pin[s].store(kNoPins);
+    a.reader_client[s].store(0);
+  }
 }
 
 bool AreaDirectory::HasReaders(const AreaControl& a) const {

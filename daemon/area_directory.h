@@ -63,6 +63,9 @@ class AreaDirectory {
  private:
   AreaControl& area(uint32_t index) { return segment_->areas[index]; }
   bool HasReaders(const AreaControl& a) const;
+  std::optional<uint32_t> FreeSlot();
+  // Version 0 in buffer 0, no pins, counters zero: a fresh area's protocol state.
+  static void ResetVersions(AreaControl& a, uint64_t now_ns, uint64_t confirmed_ns);
   // Frees an area's memory and slot once nobody can see it any more.
   void ReleaseIfUnused(uint32_t index);
   void Release(uint32_t index);
