@@ -3,6 +3,7 @@
 
 #include <atomic>
 #include <cstring>
+#include <thread>
 
 #include "daemon/remote_sync.h"
 #include "daemon/tunables.h"
@@ -76,25 +77,29 @@ bool RemoteSync::Collect(ExportedArea& e) {
   AreaControl& a = segment_->areas[e.index];
   const uint64_t latest = UnpackLatest(a.latest.load()).version;
   if (e.collected_once && latest <= e.sender->version()) return false;
-  // Flip the export logs, then wait for the writer to leave the old one.
+  // Flip the export logs, then wait for the writer to finish the publish it may
+  // be in: after that, every version logged in the old log is complete. A writer
+  // that died mid-publish never completes: its last complete version is final.
   const uint32_t old = a.export_index.load();
-  a.export_index.store(1 - old);
+  if (e.collected_once) a.export_index.store(1 - old);
   const uint64_t deadline = MonotonicNs() + kExportWaitNs;
-  while ((a.export_seq.load() & 1) != 0 && MonotonicNs() < deadline) {
+  while ((a.export_seq.load() & 1) != 0) {
+    if (a.state.load() != static_cast<uint32_t>(AreaState::kLive)) break;
+    if (MonotonicNs() >= deadline) return false;  // the old log stays for next time
+    std::this_thread::yield();
   }
   LatestVersion pinned{};
   if (!PinLatest(a, e.reader_slot, kNoBuffer, &pinned)) return false;
-  const uint64_t flip_version = a.export_version[old].load();
   auto* logs = reinterpret_cast<std::atomic<uint64_t>*>(backing_ + a.export_offset);
   LineSet changed(a.size);
   if (!e.collected_once) {
     changed.AddAll();  // the first copy: everything
   } else {
+    const bool newer_than_log = pinned.version > a.export_version[old].load();
     for (uint64_t page = 0; page < a.export_pages; ++page) {
-      const uint64_t m = logs[old * a.export_pages + page].exchange(0, std::memory_order_relaxed);
-      changed.AddMask(page, m);
-      // Versions published after the flip but before our pin are in the other log.
-      if (pinned.version > flip_version) {
+      changed.AddMask(page, logs[old * a.export_pages + page].exchange(0, std::memory_order_relaxed));
+      // Versions published after the flip and before our pin are in the other log.
+      if (newer_than_log) {
         changed.AddMask(page, logs[(1 - old) * a.export_pages + page].load(std::memory_order_relaxed));
       }
     }
@@ -129,6 +134,7 @@ bool RemoteSync::ContinueSend(ExportedArea& e, uint64_t now_ns) {
   e.next_seq += sent;
   if (e.next_seq >= e.frame_count) {
     e.in_send = false;
+    e.rto_ns = kRetransmitTimeoutNs + kRetransmitPerSendTime * (now_ns - e.send_started_ns);
     e.sender->Sent(e.sending, now_ns);
     stats_.changed_bytes_out += e.sending.lines->CountLines() * kLineBytes;
     ++stats_.transfers_sent;
@@ -151,11 +157,13 @@ bool RemoteSync::ExportTurn(ExportedArea& e, uint64_t now_ns) {
     // The shadow moves on only between transfers, and not while a receiver may
     // still ask for missing frames of one (bounded by the retransmission timeout,
     // so a silent host delays the next version at most that long).
-    if (!e.sender->AwaitingAcks(now_ns, kRetransmitTimeoutNs) && Collect(e)) {
+    const uint64_t rto = std::max(e.rto_ns, kRetransmitTimeoutNs);
+    if (!e.sender->AwaitingAcks(now_ns, rto) && Collect(e)) {
       e.sent.clear();
       worked = true;
     }
-    if (e.sender->NextTransfer(now_ns, kRetransmitTimeoutNs, &e.sending)) {
+    if (e.sender->NextTransfer(now_ns, rto, &e.sending)) {
+      e.send_started_ns = now_ns;
       wire::DataFrameWriter writer(transport_->max_payload_bytes(), wire::Header{});
       e.plan = writer.MakePlan(*e.sending.lines);
       e.frame_count = e.plan.frames();

@@ -63,9 +63,13 @@ void RemoteSync::OnData(const wire::Frame& f, uint16_t host, uint64_t now_ns) {
   if (res.drop != wire::DropReason::kNone) Drop(res.drop);
   if (res.completed) {
     ++stats_.versions_received;
+    SendAck(*r, now_ns);  // first: the sender may move on while we copy locally
     PublishReplica(*r, now_ns);
+  } else if (res.ack_now && now_ns - r->last_ack_ns >= kAckMinGapNs) {
+    // Frames we cannot use (another host's transfer, an old version) each ask
+    // for an ack; one per gap is enough to tell the sender where we are.
+    SendAck(*r, now_ns);
   }
-  if (res.ack_now) SendAck(*r, now_ns);
 }
 
 void RemoteSync::PublishReplica(Replica& r, uint64_t now_ns) {
@@ -88,7 +92,7 @@ void RemoteSync::SendAck(Replica& r, uint64_t now_ns) {
             r.receiver->has_base() ? 0 : wire::kFlagFull, r.receiver->assembling_transfer(),
             std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(missing),
                                      n * sizeof(wire::SeqRange)));
-  r.last_nack_ns = now_ns;
+  r.last_ack_ns = now_ns;
   ++stats_.acks_out;
 }
 
@@ -99,7 +103,7 @@ bool RemoteSync::ReplicaTurn(Replica& r, uint64_t now_ns) {
   }
   // Frames of a transfer stopped coming: say which are missing.
   if (r.receiver->assembling() && now_ns - r.receiver->last_frame_ns() > kNackAfterNs &&
-      now_ns - r.last_nack_ns > kNackAfterNs) {
+      now_ns - r.last_ack_ns > kNackAfterNs) {
     SendAck(r, now_ns);
     return true;
   }

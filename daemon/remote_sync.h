@@ -59,6 +59,10 @@ class RemoteSync {
     uint32_t next_seq = 0;
     uint32_t frame_count = 0;
     bool in_send = false;
+    uint64_t send_started_ns = 0;
+    // Retransmission timeout: grows with the time a transfer takes to send, so
+    // a large version is not resent while its receivers are still taking it in.
+    uint64_t rto_ns = 0;
     wire::DataFrameWriter::Plan plan;  // framing of `sending`
     // Transfers of the shadow's current version (with their framing), by id, for
     // resending frames a receiver reports missing. Emptied when the shadow moves.
@@ -75,7 +79,7 @@ class RemoteSync {
     std::unique_ptr<ReplicaReceiver> receiver;
     std::unique_ptr<VersionPublisher> publisher;
     uint64_t subscribed_ns = 0;
-    uint64_t last_nack_ns = 0;
+    uint64_t last_ack_ns = 0;
   };
   struct RemoteEntry {
     wire::DirectoryEntry entry;

@@ -18,6 +18,10 @@ inline constexpr uint64_t kDirectoryForgetNs = 1'000'000'000;
 // A transfer not acknowledged within this time after its last frame is resent
 // (as the union of everything the host lacks, at the newest version).
 inline constexpr uint64_t kRetransmitTimeoutNs = 20'000'000;
+// ... plus this many times as long as sending the transfer took.
+inline constexpr uint64_t kRetransmitPerSendTime = 4;
+// A receiver acks frames it cannot use at most once per this gap.
+inline constexpr uint64_t kAckMinGapNs = 2'000'000;
 // A receiver missing frames of a transfer asks for them after this much quiet.
 inline constexpr uint64_t kNackAfterNs = 3'000'000;
 // Frames handed to the transport per loop turn before other work gets a turn.
@@ -29,8 +33,9 @@ inline constexpr uint64_t kIdleSleepMaxNs = 1'000'000;
 inline constexpr uint32_t kIdleTurnsPerDoubling = 2;
 // Turns without work before the first idle sleep.
 inline constexpr uint32_t kSpinTurnsBeforeSleep = 16;
-// Waiting for a writer to leave its export critical section (a few stores).
-inline constexpr uint64_t kExportWaitNs = 2'000'000;
+// Waiting for a writer to finish the publish it is in (it copies at memory
+// speed: a 64 MiB area takes ~10 ms); longer, and the collect is retried later.
+inline constexpr uint64_t kExportWaitNs = 50'000'000;
 
 // DATA claiming a version this far beyond the writer host's advertised latest is
 // dropped (directory listings lag by at most kDirectoryIntervalNs; no writer

@@ -56,14 +56,12 @@ void SetPin(AreaControl& area, uint32_t slot, uint32_t current) {
 }
 
 void ExportChanges(AreaControl& area, uint64_t* logs, const LineSet& changed, uint64_t version) {
-  area.export_seq.fetch_add(1);  // odd: dsmd must not read the log we write
   const uint32_t index = area.export_index.load();
   uint64_t* log = logs + index * area.export_pages;
   changed.ForEachPage([&](size_t page, uint64_t mask) {
     std::atomic_ref<uint64_t>(log[page]).fetch_or(mask, std::memory_order_relaxed);
   });
   area.export_version[index].store(version);
-  area.export_seq.fetch_add(1);  // even again
 }
 
 }  // namespace dsm

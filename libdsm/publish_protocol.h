@@ -31,8 +31,19 @@ bool PinLatest(AreaControl& area, uint32_t slot, uint32_t current, LatestVersion
 // Leaves only `current` pinned in the slot (kNoBuffer: nothing).
 void SetPin(AreaControl& area, uint32_t slot, uint32_t current);
 
-// Writer side of the export protocol: records `changed` as the lines of
-// `version` in the current export log. `logs` is the mapped pair of logs.
+// Writer side of the export protocol: a whole publish runs inside an
+// ExportGuard (export_seq odd), and records its lines with ExportChanges before
+// CompletePublish. `logs` is the mapped pair of logs.
+class ExportGuard {
+ public:
+  explicit ExportGuard(AreaControl& area) : area_(area) { area_.export_seq.fetch_add(1); }
+  ~ExportGuard() { area_.export_seq.fetch_add(1); }
+  ExportGuard(const ExportGuard&) = delete;
+  ExportGuard& operator=(const ExportGuard&) = delete;
+
+ private:
+  AreaControl& area_;
+};
 void ExportChanges(AreaControl& area, uint64_t* logs, const LineSet& changed, uint64_t version);
 
 }  // namespace dsm

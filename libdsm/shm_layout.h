@@ -71,11 +71,12 @@ struct alignas(64) AreaControl {
   std::atomic<uint64_t> buffer_version[kMaxReaderBuffers];
   std::atomic<uint64_t> buffer_published_ns[kMaxReaderBuffers];
 
-  // Export protocol (writer process -> dsmd), active once export_enabled: the
-  // writer makes export_seq odd, ORs a version's lines into log[export_index],
-  // records export_version[export_index], makes export_seq even, and only then
-  // stores `latest`. dsmd flips export_index, waits for an even export_seq and
-  // reads the old log at leisure.
+  // Export protocol (writer process -> dsmd): every publish makes export_seq
+  // odd, and, once export_enabled, ORs its lines into log[export_index] and
+  // records export_version[export_index]; it stores `latest` and only then makes
+  // export_seq even. dsmd flips export_index, waits for an even export_seq
+  // (every version in the old log is then complete, and no publish that missed
+  // export_enabled is still running) and reads the old log at leisure.
   alignas(64) std::atomic<uint32_t> export_enabled;
   std::atomic<uint32_t> export_index;
   std::atomic<uint64_t> export_seq;

@@ -69,12 +69,15 @@ int WriterArea::Publish(uint64_t now_ns) {
                 "stay logged for the next publish", control_->name);
   }
   const auto* src = reinterpret_cast<const uint8_t*>(control_->addr);
+  // The whole publish is inside the export critical section (export_seq odd):
+  // once dsmd sees it even, every version logged is also complete, and a publish
+  // that began before dsmd enabled export has finished (docs/region-layout.md).
+  ExportGuard guard(*control_);
   const bool exporting = export_logs_ && control_->export_enabled.load();
   const size_t bytes = publisher_.Publish(log_, static_cast<uint32_t>(target), src,
                                           buffers_[target], exporting ? &changed_ : nullptr);
   version_ = UnpackLatest(control_->latest.load()).version + 1;
   if (exporting) {
-    // Before `latest` moves: whoever sees the version finds its lines logged.
     ExportChanges(*control_, export_logs_, changed_, version_);
     changed_.Clear();
   }
