@@ -60,6 +60,7 @@ void RemoteSync::OnSubscribe(const wire::Frame& f, uint16_t host, uint64_t now_n
     e.reader_slot = *slot;
     e.sender = std::make_unique<ReplicaSender>(a.size);
     e.shadow.assign(a.mapped_size, 0);
+    e.pending = std::make_unique<LineSet>(a.size);
     a.export_enabled.store(1);  // from now on the writer logs each version's lines
     exports_.erase(index);
     it = exports_.emplace(index, std::move(e)).first;
@@ -77,39 +78,47 @@ bool RemoteSync::Collect(ExportedArea& e) {
   AreaControl& a = segment_->areas[e.index];
   const uint64_t latest = UnpackLatest(a.latest.load()).version;
   if (e.collected_once && latest <= e.sender->version()) return false;
-  // Flip the export logs, then wait for the writer to finish the publish it may
-  // be in: after that, every version logged in the old log is complete. A writer
-  // that died mid-publish never completes: its last complete version is final.
-  const uint32_t old = a.export_index.load();
-  if (e.collected_once) a.export_index.store(1 - old);
-  const uint64_t deadline = MonotonicNs() + kExportWaitNs;
-  while ((a.export_seq.load() & 1) != 0) {
-    if (a.state.load() != static_cast<uint32_t>(AreaState::kLive)) break;
-    if (MonotonicNs() >= deadline) return false;  // the old log stays for next time
-    std::this_thread::yield();
-  }
-  LatestVersion pinned{};
-  if (!PinLatest(a, e.reader_slot, kNoBuffer, &pinned)) return false;
   auto* logs = reinterpret_cast<std::atomic<uint64_t>*>(backing_ + a.export_offset);
-  LineSet changed(a.size);
-  if (!e.collected_once) {
-    changed.AddAll();  // the first copy: everything
-  } else {
-    const bool newer_than_log = pinned.version > a.export_version[old].load();
-    for (uint64_t page = 0; page < a.export_pages; ++page) {
-      changed.AddMask(page, logs[old * a.export_pages + page].exchange(0, std::memory_order_relaxed));
-      // Versions published after the flip and before our pin are in the other log.
-      if (newer_than_log) {
-        changed.AddMask(page, logs[(1 - old) * a.export_pages + page].load(std::memory_order_relaxed));
-      }
+  if (!e.collected_once) e.pending->AddAll();  // the first copy: everything
+  // Consume the export log the writer is not using (flip, then wait for the
+  // publish it may be in: every version in the old log is then complete), and
+  // pin the newest version. If the writer published again in between, the pin
+  // is newer than what was consumed: consume again, so the lines we ship are
+  // exactly those changed up to the pinned version; on the last try take the
+  // other log's lines too (a superset is still exact, just larger).
+  constexpr int kAttempts = 4;
+  LatestVersion pinned{};
+  for (int attempt = 0;; ++attempt) {
+    const uint32_t old = a.export_index.load();
+    a.export_index.store(1 - old);
+    const uint64_t deadline = MonotonicNs() + kExportWaitNs;
+    while ((a.export_seq.load() & 1) != 0) {
+      // A writer that died mid-publish never completes it: its last version is final.
+      if (a.state.load() != static_cast<uint32_t>(AreaState::kLive)) break;
+      if (MonotonicNs() >= deadline) return false;  // what we consumed waits in `pending`
+      std::this_thread::yield();
     }
+    for (uint64_t page = 0; page < a.export_pages; ++page) {
+      e.pending->AddMask(page, logs[old * a.export_pages + page].exchange(0, std::memory_order_relaxed));
+    }
+    e.consumed_version = std::max(e.consumed_version, a.export_version[old].load());
+    if (!PinLatest(a, e.reader_slot, kNoBuffer, &pinned)) return false;
+    if (pinned.version <= e.consumed_version || !e.collected_once) break;
+    if (attempt + 1 == kAttempts) {
+      for (uint64_t page = 0; page < a.export_pages; ++page) {
+        e.pending->AddMask(page, logs[(1 - old) * a.export_pages + page].load(std::memory_order_relaxed));
+      }
+      break;
+    }
+    SetPin(a, e.reader_slot, kNoBuffer);
   }
   const uint8_t* buffer = backing_ + a.buffer_offset[pinned.buffer];
-  changed.ForEachPage([&](size_t page, uint64_t mask) {
+  e.pending->ForEachPage([&](size_t page, uint64_t mask) {
     CopyPageLines(page, mask, buffer, e.shadow.data());
   });
   SetPin(a, e.reader_slot, kNoBuffer);
-  e.sender->Collected(pinned.version, changed);
+  e.sender->Collected(pinned.version, *e.pending);
+  e.pending->Clear();
   e.collected_once = true;
   ++stats_.versions_collected;
   return true;

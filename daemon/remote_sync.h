@@ -54,6 +54,8 @@ class RemoteSync {
     std::unique_ptr<ReplicaSender> sender;
     std::vector<uint8_t> shadow;  // the version being shipped (line rounded)
     bool collected_once = false;
+    std::unique_ptr<LineSet> pending;  // consumed from the export logs, not yet shipped
+    uint64_t consumed_version = 0;     // newest version whose lines were consumed
     // The transfer being handed to the transport (frames may not all fit at once).
     Transfer sending;
     uint32_t next_seq = 0;
