@@ -41,6 +41,17 @@ void ReplicaSender::OnAck(uint16_t host, uint64_t complete_version) {
   }
 }
 
+void ReplicaSender::OnAckNothing(uint16_t host) {
+  auto it = hosts_.find(host);
+  if (it == hosts_.end() || !it->second->has_base) return;  // its first transfer is coming
+  HostState& h = *it->second;
+  h.has_base = false;  // it lost its copy: start again from the whole area
+  h.acked = 0;
+  h.unacked.Clear();
+  h.inflight.Clear();
+  h.in_flight = false;
+}
+
 bool ReplicaSender::Due(const HostState& h, uint64_t now_ns, uint64_t rto_ns) const {
   if (!have_version_) return false;
   if (h.has_base && h.acked >= version_) return false;  // up to date

@@ -46,6 +46,9 @@ class ReplicaSender {
 
   // `host` reports its last complete version.
   void OnAck(uint16_t host, uint64_t complete_version);
+  // `host` reports it holds no version at all (it is still assembling its first
+  // transfer, or it lost its copy): this is not an ack of any version.
+  void OnAckNothing(uint16_t host);
 
   // The next transfer due at `now_ns`, if any. Hosts in the same state share it.
   bool NextTransfer(uint64_t now_ns, uint64_t rto_ns, Transfer* out);

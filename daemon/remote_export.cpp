@@ -194,7 +194,7 @@ void RemoteSync::OnAck(const wire::Frame& f, uint16_t host, uint64_t now_ns) {
   }
   ExportedArea& e = it->second;
   if (f.header.flags & wire::kFlagFull) {
-    e.sender->OnAck(host, 0);  // "I hold nothing": the receiver wants the whole area
+    e.sender->OnAckNothing(host);  // "I hold nothing yet": not an ack of version 0
   } else {
     e.sender->OnAck(host, f.header.version);
   }

@@ -1,0 +1,436 @@
+#include "coherence/replica_sender.h"
+
+#include <gtest/gtest.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <initializer_list>
+#include <vector>
+
+namespace dsm {
+namespace {
+
+constexpr size_t kArea = 64 * 1024;  // 1024 lines, 16 pages
+constexpr uint64_t kRto = 20'000'000;
+
+LineSet Lines(std::initializer_list<size_t> lines, size_t area = kArea) {
+  LineSet s(area);
+  for (size_t l : lines) s.AddLines(l, 1);
+  return s;
+}
+
+std::vector<size_t> Marked(const LineSet& s) {
+  std::vector<size_t> out;
+  s.ForEachRun([&](size_t first, size_t count) {
+    for (size_t i = 0; i < count; ++i) out.push_back(first + i);
+  });
+  return out;
+}
+
+using Hosts = std::vector<uint16_t>;
+
+// A sender with `host` holding version `v` (acknowledged), nothing in flight.
+void BringUpToDate(ReplicaSender& s, uint16_t host, uint64_t now) {
+  Transfer t;
+  while (s.NextTransfer(now, kRto, &t)) s.Sent(t, now);
+  s.OnAck(host, s.version());
+}
+
+TEST(ReplicaSenderTest, NothingToSendBeforeTheFirstCollect) {
+  ReplicaSender s(kArea);
+  s.Subscribe(1);
+  EXPECT_TRUE(s.subscribed(1));
+  EXPECT_EQ(s.subscribers(), 1u);
+  Transfer t;
+  EXPECT_FALSE(s.NextTransfer(0, kRto, &t));
+  EXPECT_FALSE(s.AwaitingAcks(0, kRto));
+}
+
+TEST(ReplicaSenderTest, NewSubscriberGetsAFullTransferOfTheCurrentVersion) {
+  ReplicaSender s(kArea);
+  s.Collected(4, Lines({1, 2}));
+  s.Collected(5, Lines({3}));
+  s.Subscribe(7);
+  Transfer t;
+  ASSERT_TRUE(s.NextTransfer(100, kRto, &t));
+  EXPECT_EQ(t.hosts, Hosts{7});
+  EXPECT_TRUE(t.full);
+  EXPECT_EQ(t.version, 5u);
+  ASSERT_NE(t.lines, nullptr);
+  EXPECT_EQ(t.lines->CountLines(), 1024u);
+  EXPECT_NE(t.transfer_id, 0u);
+}
+
+TEST(ReplicaSenderTest, FullTransferCoversThePartialLastLine) {
+  const size_t area = 1000;  // 15 whole lines and a partial 16th
+  ReplicaSender s(area);
+  s.Subscribe(1);
+  s.Collected(1, Lines({0}, area));
+  Transfer t;
+  ASSERT_TRUE(s.NextTransfer(0, kRto, &t));
+  EXPECT_TRUE(t.full);
+  EXPECT_EQ(t.lines->CountLines(), 16u);
+  EXPECT_TRUE(t.lines->Test(15));
+}
+
+TEST(ReplicaSenderTest, AfterAnAckDeltasCarryExactlyTheLinesChangedSince) {
+  ReplicaSender s(kArea);
+  s.Subscribe(1);
+  s.Collected(1, Lines({0}));
+  Transfer t;
+  ASSERT_TRUE(s.NextTransfer(0, kRto, &t));
+  s.Sent(t, 0);
+  s.OnAck(1, 1);
+  EXPECT_EQ(s.acked(1), 1u);
+  EXPECT_FALSE(s.NextTransfer(1, kRto, &t)) << "up to date";
+  EXPECT_FALSE(s.AwaitingAcks(1, kRto));
+
+  s.Collected(2, Lines({10, 11}));
+  s.Collected(3, Lines({200, 11}));
+  ASSERT_TRUE(s.NextTransfer(2, kRto, &t));
+  EXPECT_EQ(t.hosts, Hosts{1});
+  EXPECT_FALSE(t.full);
+  EXPECT_EQ(t.base, 1u);
+  EXPECT_EQ(t.version, 3u);
+  EXPECT_EQ(Marked(*t.lines), (std::vector<size_t>{10, 11, 200}));
+  s.Sent(t, 2);
+  s.OnAck(1, 3);
+  EXPECT_EQ(s.acked(1), 3u);
+
+  s.Collected(4, Lines({7, 1023}));
+  ASSERT_TRUE(s.NextTransfer(3, kRto, &t));
+  EXPECT_FALSE(t.full);
+  EXPECT_EQ(t.base, 3u);
+  EXPECT_EQ(t.version, 4u);
+  EXPECT_EQ(Marked(*t.lines), (std::vector<size_t>{7, 1023}));
+}
+
+TEST(ReplicaSenderTest, ChangesCollectedWhileTheFullTransferIsOutFollowIt) {
+  ReplicaSender s(kArea);
+  s.Subscribe(1);
+  s.Collected(1, Lines({0}));
+  Transfer t;
+  ASSERT_TRUE(s.NextTransfer(0, kRto, &t));
+  s.Sent(t, 0);
+  s.Collected(2, Lines({40}));  // after the full transfer of version 1
+  s.OnAck(1, 1);
+  ASSERT_TRUE(s.NextTransfer(1, kRto, &t));
+  EXPECT_FALSE(t.full);
+  EXPECT_EQ(t.base, 1u);
+  EXPECT_EQ(t.version, 2u);
+  EXPECT_EQ(Marked(*t.lines), (std::vector<size_t>{40}));
+}
+
+TEST(ReplicaSenderTest, OneTransferInFlightPerHostUntilAckOrRto) {
+  ReplicaSender s(kArea);
+  s.Subscribe(1);
+  s.Collected(1, Lines({0}));
+  BringUpToDate(s, 1, 0);
+
+  s.Collected(2, Lines({5}));
+  Transfer t;
+  ASSERT_TRUE(s.NextTransfer(1000, kRto, &t));
+  s.Sent(t, 1000);
+  s.Collected(3, Lines({6}));
+  EXPECT_FALSE(s.NextTransfer(1000, kRto, &t));
+  EXPECT_FALSE(s.NextTransfer(1000 + kRto - 1, kRto, &t));
+  // The ack of version 2 frees the host: version 3 follows at once.
+  s.OnAck(1, 2);
+  ASSERT_TRUE(s.NextTransfer(1001, kRto, &t));
+  EXPECT_EQ(t.base, 2u);
+  EXPECT_EQ(t.version, 3u);
+  EXPECT_EQ(Marked(*t.lines), (std::vector<size_t>{6}));
+}
+
+TEST(ReplicaSenderTest, AfterRtoTheResendIsTheUnionAtTheNewestVersionWithTheSameBase) {
+  ReplicaSender s(kArea);
+  s.Subscribe(1);
+  s.Collected(1, Lines({0}));
+  BringUpToDate(s, 1, 0);
+
+  const uint64_t t0 = 5'000'000;
+  s.Collected(2, Lines({10, 12}));
+  Transfer first;
+  ASSERT_TRUE(s.NextTransfer(t0, kRto, &first));
+  s.Sent(first, t0);
+  s.Collected(3, Lines({20, 12}));
+
+  Transfer t;
+  EXPECT_FALSE(s.NextTransfer(t0 + kRto - 1, kRto, &t));
+  ASSERT_TRUE(s.NextTransfer(t0 + kRto, kRto, &t));
+  EXPECT_EQ(t.hosts, Hosts{1});
+  EXPECT_FALSE(t.full);
+  EXPECT_EQ(t.base, 1u);
+  EXPECT_EQ(t.version, 3u);
+  EXPECT_EQ(Marked(*t.lines), (std::vector<size_t>{10, 12, 20}));
+  EXPECT_NE(t.transfer_id, first.transfer_id);
+  s.Sent(t, t0 + kRto);
+
+  // A second timeout without anything new: the same union again.
+  Transfer again;
+  ASSERT_TRUE(s.NextTransfer(t0 + 2 * kRto, kRto, &again));
+  EXPECT_EQ(again.base, 1u);
+  EXPECT_EQ(again.version, 3u);
+  EXPECT_EQ(Marked(*again.lines), (std::vector<size_t>{10, 12, 20}));
+  s.Sent(again, t0 + 2 * kRto);
+
+  s.OnAck(1, 3);
+  EXPECT_EQ(s.acked(1), 3u);
+  EXPECT_FALSE(s.NextTransfer(t0 + 3 * kRto, kRto, &t));
+}
+
+TEST(ReplicaSenderTest, AckOfTheOlderTransferAdvancesTheBaseButKeepsTheNewerInFlight) {
+  ReplicaSender s(kArea);
+  s.Subscribe(1);
+  s.Collected(1, Lines({0}));
+  BringUpToDate(s, 1, 0);
+
+  s.Collected(2, Lines({10}));
+  Transfer t;
+  ASSERT_TRUE(s.NextTransfer(0, kRto, &t));
+  s.Sent(t, 0);  // 1 -> 2
+  s.Collected(3, Lines({20}));
+  ASSERT_TRUE(s.NextTransfer(kRto, kRto, &t));
+  s.Sent(t, kRto);  // 1 -> 3
+  s.OnAck(1, 2);    // the first one completed after all
+  EXPECT_EQ(s.acked(1), 2u);
+  EXPECT_TRUE(s.AwaitingAcks(kRto + 1, kRto)) << "1 -> 3 is still out";
+  EXPECT_FALSE(s.NextTransfer(kRto + 1, kRto, &t));
+  // If 1 -> 3 is lost, the resend starts from 2 and carries (at least) line 20.
+  ASSERT_TRUE(s.NextTransfer(2 * kRto, kRto, &t));
+  EXPECT_FALSE(t.full);
+  EXPECT_EQ(t.base, 2u);
+  EXPECT_EQ(t.version, 3u);
+  EXPECT_TRUE(t.lines->Test(20));
+}
+
+TEST(ReplicaSenderTest, HostsInTheSameStateShareOneTransfer) {
+  ReplicaSender s(kArea);
+  s.Subscribe(1);
+  s.Subscribe(2);
+  s.Subscribe(3);
+  s.Collected(1, Lines({0}));
+  Transfer t;
+  ASSERT_TRUE(s.NextTransfer(0, kRto, &t));
+  EXPECT_EQ(t.hosts, (Hosts{1, 2, 3}));
+  EXPECT_TRUE(t.full);
+  s.Sent(t, 0);
+  EXPECT_FALSE(s.NextTransfer(1, kRto, &t));
+
+  s.OnAck(1, 1);
+  s.OnAck(2, 1);  // host 3 stays silent
+  s.Collected(2, Lines({5}));
+  ASSERT_TRUE(s.NextTransfer(10, kRto, &t));
+  EXPECT_EQ(t.hosts, (Hosts{1, 2}));
+  EXPECT_FALSE(t.full);
+  EXPECT_EQ(t.base, 1u);
+  EXPECT_EQ(t.version, 2u);
+  EXPECT_EQ(Marked(*t.lines), (std::vector<size_t>{5}));
+  s.Sent(t, 10);
+  EXPECT_FALSE(s.NextTransfer(11, kRto, &t)) << "host 3's full transfer is not due yet";
+
+  // Host 1 moves on to 2; host 2 stays at 1; host 3 times out (no base).
+  s.OnAck(1, 2);
+  s.Collected(3, Lines({6}));
+  const uint64_t now = kRto;  // host 3's rto has passed, host 2's has not
+  Transfer a, b;
+  ASSERT_TRUE(s.NextTransfer(now, kRto, &a));
+  EXPECT_EQ(a.hosts, Hosts{1});
+  EXPECT_FALSE(a.full);
+  EXPECT_EQ(a.base, 2u);
+  EXPECT_EQ(a.version, 3u);
+  EXPECT_EQ(Marked(*a.lines), (std::vector<size_t>{6}));
+  s.Sent(a, now);
+  ASSERT_TRUE(s.NextTransfer(now, kRto, &b));
+  EXPECT_EQ(b.hosts, Hosts{3});
+  EXPECT_TRUE(b.full);
+  EXPECT_EQ(b.version, 3u);
+  EXPECT_NE(a.transfer_id, b.transfer_id);
+  s.Sent(b, now);
+  EXPECT_FALSE(s.NextTransfer(now, kRto, &t));
+
+  // Host 2 times out too: its resend is based on 1.
+  ASSERT_TRUE(s.NextTransfer(10 + kRto, kRto, &t));
+  EXPECT_EQ(t.hosts, Hosts{2});
+  EXPECT_EQ(t.base, 1u);
+  EXPECT_EQ(t.version, 3u);
+  EXPECT_EQ(Marked(*t.lines), (std::vector<size_t>{5, 6}));
+}
+
+TEST(ReplicaSenderTest, HostsWithDifferentBasesGetDifferentTransfers) {
+  ReplicaSender s(kArea);
+  s.Subscribe(1);
+  s.Subscribe(2);
+  s.Collected(1, Lines({0}));
+  Transfer t;
+  ASSERT_TRUE(s.NextTransfer(0, kRto, &t));
+  s.Sent(t, 0);
+  s.OnAck(1, 1);
+  s.OnAck(2, 1);
+  s.Collected(2, Lines({8}));
+  ASSERT_TRUE(s.NextTransfer(1, kRto, &t));
+  ASSERT_EQ(t.hosts, (Hosts{1, 2}));
+  s.Sent(t, 1);
+  s.OnAck(1, 2);  // host 2 has not acknowledged 2 yet
+  s.Collected(3, Lines({9}));
+  ASSERT_TRUE(s.NextTransfer(2, kRto, &t));
+  EXPECT_EQ(t.hosts, Hosts{1});
+  EXPECT_EQ(t.base, 2u);
+  EXPECT_EQ(Marked(*t.lines), (std::vector<size_t>{9}));
+  s.Sent(t, 2);
+  s.OnAck(2, 2);
+  s.OnAck(1, 3);
+  s.Collected(4, Lines({30}));
+  // Host 1 acked 3, host 2 acked 2: not the same state.
+  Transfer a, b;
+  ASSERT_TRUE(s.NextTransfer(3, kRto, &a));
+  s.Sent(a, 3);
+  ASSERT_TRUE(s.NextTransfer(3, kRto, &b));
+  s.Sent(b, 3);
+  EXPECT_FALSE(s.NextTransfer(3, kRto, &t));
+  EXPECT_EQ(a.hosts, Hosts{1});
+  EXPECT_EQ(a.base, 3u);
+  EXPECT_EQ(Marked(*a.lines), (std::vector<size_t>{30}));
+  EXPECT_EQ(b.hosts, Hosts{2});
+  EXPECT_EQ(b.base, 2u);
+  EXPECT_EQ(Marked(*b.lines), (std::vector<size_t>{9, 30}));
+  EXPECT_EQ(a.version, 4u);
+  EXPECT_EQ(b.version, 4u);
+}
+
+TEST(ReplicaSenderTest, AHostThatAcksALowerVersionIsResetToFull) {
+  ReplicaSender s(kArea);
+  s.Subscribe(1);
+  s.Collected(1, Lines({0}));
+  BringUpToDate(s, 1, 0);
+  s.Collected(2, Lines({4}));
+  s.Collected(3, Lines({5}));
+  BringUpToDate(s, 1, 1);
+  ASSERT_EQ(s.acked(1), 3u);
+
+  s.OnAck(1, 1);  // went backwards: it lost its copy
+  EXPECT_EQ(s.acked(1), 0u);
+  Transfer t;
+  ASSERT_TRUE(s.NextTransfer(2, kRto, &t));
+  EXPECT_TRUE(t.full);
+  EXPECT_EQ(t.version, 3u);
+  EXPECT_EQ(t.lines->CountLines(), 1024u);
+  s.Sent(t, 2);
+  s.OnAck(1, 3);
+  EXPECT_EQ(s.acked(1), 3u);
+  EXPECT_FALSE(s.NextTransfer(3, kRto, &t));
+}
+
+TEST(ReplicaSenderTest, AckOfNothingFromAHostWithABaseResetsItToFull) {
+  // An ACK with kFlagFull ("I hold nothing") from a host that had a base.
+  ReplicaSender s(kArea);
+  s.Subscribe(1);
+  s.Collected(6, Lines({0}));
+  BringUpToDate(s, 1, 0);
+  s.Collected(7, Lines({1}));
+  Transfer t;
+  ASSERT_TRUE(s.NextTransfer(1, kRto, &t));
+  EXPECT_FALSE(t.full);
+  s.Sent(t, 1);
+  s.OnAckNothing(1);
+  EXPECT_FALSE(s.AwaitingAcks(2, kRto)) << "the reset forgets what was in flight";
+  ASSERT_TRUE(s.NextTransfer(2, kRto, &t));
+  EXPECT_TRUE(t.full);
+  EXPECT_EQ(t.version, 7u);
+}
+
+TEST(ReplicaSenderTest, Unsubscribe) {
+  ReplicaSender s(kArea);
+  s.Subscribe(1);
+  s.Subscribe(2);
+  s.Collected(1, Lines({0}));
+  Transfer t;
+  ASSERT_TRUE(s.NextTransfer(0, kRto, &t));
+  ASSERT_EQ(t.hosts, (Hosts{1, 2}));
+  s.Unsubscribe(2);
+  EXPECT_FALSE(s.subscribed(2));
+  EXPECT_EQ(s.subscribers(), 1u);
+  s.Sent(t, 0);  // names a host that is gone: ignored
+  s.OnAck(2, 1);  // ignored too
+  EXPECT_EQ(s.acked(2), 0u);
+  s.OnAck(1, 1);
+  EXPECT_FALSE(s.AwaitingAcks(1, kRto));
+  s.Collected(2, Lines({3}));
+  ASSERT_TRUE(s.NextTransfer(1, kRto, &t));
+  EXPECT_EQ(t.hosts, Hosts{1});
+  s.Unsubscribe(1);
+  EXPECT_EQ(s.subscribers(), 0u);
+  EXPECT_FALSE(s.NextTransfer(2, kRto, &t));
+  s.Unsubscribe(1);  // twice: harmless
+
+  // Subscribing again starts from scratch.
+  s.Subscribe(1);
+  ASSERT_TRUE(s.NextTransfer(3, kRto, &t));
+  EXPECT_TRUE(t.full);
+  EXPECT_EQ(t.version, 2u);
+}
+
+TEST(ReplicaSenderTest, AwaitingAcksWithinRtoAfterSentUntilAckOrRto) {
+  ReplicaSender s(kArea);
+  s.Subscribe(1);
+  s.Subscribe(2);
+  s.Collected(1, Lines({0}));
+  EXPECT_FALSE(s.AwaitingAcks(0, kRto));
+  Transfer t;
+  ASSERT_TRUE(s.NextTransfer(0, kRto, &t));
+  EXPECT_FALSE(s.AwaitingAcks(0, kRto)) << "not sent yet";
+  const uint64_t t0 = 1'000'000;
+  s.Sent(t, t0);
+  EXPECT_TRUE(s.AwaitingAcks(t0, kRto));
+  EXPECT_TRUE(s.AwaitingAcks(t0 + kRto - 1, kRto));
+  EXPECT_FALSE(s.AwaitingAcks(t0 + kRto, kRto));
+  s.OnAck(1, 1);
+  EXPECT_TRUE(s.AwaitingAcks(t0 + 1, kRto)) << "host 2 has not acknowledged";
+  s.OnAck(2, 1);
+  EXPECT_FALSE(s.AwaitingAcks(t0 + 1, kRto));
+}
+
+TEST(ReplicaSenderTest, AVersionZeroTransferIsTrackedAsInFlight) {
+  // Regression: version 0 used to mean "nothing in flight".
+  ReplicaSender s(kArea);
+  s.Subscribe(1);
+  s.Collected(0, Lines({0}));
+  Transfer t;
+  ASSERT_TRUE(s.NextTransfer(0, kRto, &t));
+  EXPECT_TRUE(t.full);
+  EXPECT_EQ(t.version, 0u);
+  s.Sent(t, 0);
+  EXPECT_TRUE(s.AwaitingAcks(1, kRto));
+  EXPECT_FALSE(s.NextTransfer(1, kRto, &t)) << "in flight: no second transfer before rto";
+  ASSERT_TRUE(s.NextTransfer(kRto, kRto, &t));
+  EXPECT_TRUE(t.full);
+  EXPECT_EQ(t.version, 0u);
+  s.Sent(t, kRto);
+  EXPECT_TRUE(s.AwaitingAcks(kRto + 1, kRto));
+  s.OnAck(1, 0);  // completed version 0
+  EXPECT_FALSE(s.AwaitingAcks(kRto + 1, kRto));
+  EXPECT_FALSE(s.NextTransfer(kRto + 1, kRto, &t));
+  s.Collected(1, Lines({4}));
+  ASSERT_TRUE(s.NextTransfer(kRto + 2, kRto, &t));
+  EXPECT_FALSE(t.full);
+  EXPECT_EQ(t.base, 0u);
+  EXPECT_EQ(t.version, 1u);
+  EXPECT_EQ(Marked(*t.lines), (std::vector<size_t>{4}));
+}
+
+TEST(ReplicaSenderTest, TransferIdsAreDistinct) {
+  ReplicaSender s(kArea);
+  s.Subscribe(1);
+  s.Collected(1, Lines({0}));
+  std::vector<uint32_t> ids;
+  Transfer t;
+  for (int i = 0; i < 5; ++i) {
+    ASSERT_TRUE(s.NextTransfer(uint64_t(i) * kRto, kRto, &t));
+    s.Sent(t, uint64_t(i) * kRto);
+    for (uint32_t id : ids) EXPECT_NE(id, t.transfer_id);
+    ids.push_back(t.transfer_id);
+  }
+}
+
+}  // namespace
+}  // namespace dsm

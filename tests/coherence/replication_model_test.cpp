@@ -1,0 +1,677 @@
+// A model of remote sync: one writer area, the sending daemon (ReplicaSender,
+// a shadow copy, DataFrameWriter plans) and three reader hosts (ReplicaReceiver
+// and a staging copy each), over a simulated network that drops, duplicates,
+// delays, reorders and corrupts frames and acknowledgements. Time is a number.
+//
+// The daemon side mirrors daemon/remote_export.cpp and daemon/remote_replica.cpp:
+// the shadow moves only when !AwaitingAcks; an ACK with kFlagFull ("I hold
+// nothing yet") is OnAckNothing(host); missing ranges are resent from the plan of a
+// transfer of the current shadow; receivers ack a completed version at once,
+// frames they cannot use at most once per kAckMinGapNs, and NACK missing frames
+// after kNackAfterNs of quiet.
+//
+// Checked: every completed version, and every local publish of it, is byte for
+// byte the writer's content at that version; every delta covers what changed
+// since its base; and once the writer stops, every replica converges to the
+// final version (and the sender knows it).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <map>
+#include <memory>
+#include <random>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "coherence/line_set.h"
+#include "coherence/replica_receiver.h"
+#include "coherence/replica_sender.h"
+#include "coherence/wire_format.h"
+
+namespace dsm {
+namespace {
+
+using Bytes = std::vector<uint8_t>;
+using wire::DropReason;
+
+constexpr uint64_t kTickNs = 1'000'000;
+// As daemon/tunables.h: kRetransmitTimeoutNs (frames are sent at once here, so
+// it does not grow with the send time), kNackAfterNs, kAckMinGapNs.
+constexpr uint64_t kRtoNs = 20'000'000;
+constexpr uint64_t kNackAfterNs = 3'000'000;
+constexpr uint64_t kAckMinGapNs = 2'000'000;
+constexpr uint16_t kWriterHost = 1;
+constexpr size_t kHistory = 48;  // collected versions kept for comparison
+
+struct VectorSink {
+  uint8_t* Reserve(size_t max_bytes) {
+    scratch.assign(max_bytes, 0xcd);
+    return scratch.data();
+  }
+  void Commit(size_t bytes) {
+    frames.emplace_back(scratch.begin(), scratch.begin() + static_cast<std::ptrdiff_t>(bytes));
+  }
+  std::vector<Bytes> frames;
+  Bytes scratch;
+};
+
+struct Params {
+  size_t area_bytes = 64 * 1024;
+  size_t frame_bytes = 1472;
+  uint64_t seed = 1;
+  int hosts = 3;
+  int write_rounds = 200;
+  int settle_rounds = 1500;  // at most, after the writer stops
+  uint64_t first_version = 1;  // the version of the area at the first collect
+  int late_subscriber_round = -1;  // the last host subscribes then (-1: at once)
+  int restart_round = -1;          // the second host's daemon restarts then
+  double drop = 0.05, duplicate = 0.05, late = 0.05, corrupt = 0.01;
+  double ack_drop = 0.05, multicast_to_all = 0.2, defer_publish = 0.1;
+  double slow_host_drop = 0;  // frames to the last host are also dropped this often
+  // Scripted runs: which rounds the writer changes something (default: random),
+  // and frames to lose on top of the random drops.
+  std::function<bool(int round)> write_at;
+  std::function<bool(uint16_t host, const wire::Header& h, int round)> lose_frame;
+};
+
+class Model {
+ public:
+  explicit Model(const Params& p)
+      : p_(p),
+        lines_((p.area_bytes + kLineBytes - 1) / kLineBytes),
+        rounded_(lines_ * kLineBytes),
+        rng_(p.seed),
+        writer_(rounded_, 0),
+        dirty_(p.area_bytes),
+        sender_(p.area_bytes) {
+    for (size_t i = 0; i < p.area_bytes; ++i) writer_[i] = static_cast<uint8_t>(rng_());
+    wv_ = p.first_version;
+    for (int i = 0; i < p.hosts; ++i) {
+      replicas_.push_back(std::make_unique<Replica>());
+      replicas_.back()->host = static_cast<uint16_t>(10 + i);
+    }
+    for (int i = 0; i < p.hosts; ++i) {
+      if (i == p.hosts - 1 && p.late_subscriber_round >= 0) continue;
+      StartReplica(*replicas_[static_cast<size_t>(i)]);
+    }
+  }
+
+  // Runs the writer phase, then lets the replicas settle. Returns whether they converged.
+  bool Run() {
+    for (int i = 0; i < p_.write_rounds; ++i) {
+      Round(true);
+      if (::testing::Test::HasFatalFailure() || failures_ > kMaxReported) return false;
+    }
+    for (int i = 0; i < p_.settle_rounds; ++i) {
+      if (Converged()) return true;
+      Round(false);
+      if (::testing::Test::HasFatalFailure() || failures_ > kMaxReported) return false;
+    }
+    return Converged();
+  }
+
+  void ExpectConvergedExactly() const {
+    for (const auto& r : replicas_) {
+      SCOPED_TRACE(Describe(*r));
+      ASSERT_TRUE(r->subscribed);
+      EXPECT_TRUE(r->rx->has_base());
+      EXPECT_EQ(r->rx->complete_version(), wv_);
+      EXPECT_EQ(std::memcmp(r->staging.data(), writer_.data(), rounded_), 0);
+      EXPECT_EQ(std::memcmp(r->published.data(), writer_.data(), rounded_), 0);
+    }
+  }
+
+  void ExpectTraffic() const {
+    for (const auto& r : replicas_) EXPECT_GE(r->completions, 3u) << Describe(*r);
+    EXPECT_GE(collects_, 5u);
+    EXPECT_GT(frames_delivered_, 100u);
+    EXPECT_GT(stats_[static_cast<size_t>(DropReason::kDuplicate)], 0u);
+    EXPECT_GT(corrupt_rejected_, 0u);
+    EXPECT_GT(resent_frames_, 0u);
+  }
+
+  std::string Summary() const {
+    std::string s = "seed " + std::to_string(p_.seed) + " area " + std::to_string(p_.area_bytes) +
+                    ": writer at " + std::to_string(wv_) + ", sender at " +
+                    std::to_string(sender_.version()) + ", round " + std::to_string(round_) +
+                    ", collects " + std::to_string(collects_) + ", transfers " +
+                    std::to_string(transfers_) + ", frames " + std::to_string(frames_delivered_) +
+                    ", resent " + std::to_string(resent_frames_) + ", corrupt rejected " +
+                    std::to_string(corrupt_rejected_) + ", drops:";
+    for (size_t i = 1; i < stats_.size(); ++i) {
+      if (stats_[i] != 0) {
+        s += " " + std::string(wire::DropReasonName(static_cast<DropReason>(i))) + "=" +
+             std::to_string(stats_[i]);
+      }
+    }
+    for (const auto& r : replicas_) s += "; " + Describe(*r);
+    return s;
+  }
+
+ private:
+  static constexpr int kMaxReported = 5;
+
+  struct Packet {
+    Bytes bytes;
+    bool corrupt = false;
+    int due_round = 0;
+  };
+  struct AckMsg {
+    uint16_t host = 0;
+    uint64_t complete = 0;
+    bool has_base = false;
+    uint64_t assembling_version = 0;
+    uint32_t transfer = 0;
+    std::vector<wire::SeqRange> missing;
+    int due_round = 0;
+  };
+  struct Replica {
+    uint16_t host = 0;
+    bool subscribed = false;
+    Bytes staging;
+    Bytes published;  // what local readers see: changed lines copied at each publish
+    std::unique_ptr<ReplicaReceiver> rx;
+    std::vector<Packet> inbox;
+    uint64_t last_ack_ns = 0;
+    int publish_round = -1;  // a deferred publish happens then
+    bool any_complete = false;
+    uint64_t last_complete = 0;
+    uint64_t completions = 0;
+  };
+  struct SentTransfer {
+    Transfer t;
+    wire::DataFrameWriter::Plan plan;
+  };
+
+  bool Coin(double p) { return std::uniform_real_distribution<double>(0, 1)(rng_) < p; }
+  size_t Below(size_t n) { return static_cast<size_t>(rng_() % n); }
+
+  std::string Describe(const Replica& r) const {
+    if (!r.subscribed) return "host " + std::to_string(r.host) + " not subscribed";
+    return "host " + std::to_string(r.host) + ": complete " +
+           std::to_string(r.rx->complete_version()) + (r.rx->has_base() ? "" : " (no base)") +
+           ", assembling " +
+           (r.rx->assembling() ? std::to_string(r.rx->assembling_version()) : std::string("-")) +
+           ", sender's acked " + std::to_string(sender_.acked(r.host)) + ", completions " +
+           std::to_string(r.completions);
+  }
+
+  void StartReplica(Replica& r) {
+    r.staging.assign(rounded_, 0xee);  // junk: a line never sent shows up
+    r.published.assign(rounded_, 0xdd);
+    r.rx = std::make_unique<ReplicaReceiver>(p_.area_bytes, r.staging.data());
+    r.subscribed = true;
+    r.last_ack_ns = 0;
+    r.publish_round = -1;
+    r.any_complete = false;
+    r.last_complete = 0;
+    sender_.Subscribe(r.host);
+  }
+
+  // The reader host's daemon restarts: a fresh replica; the writer's daemon
+  // sees the new incarnation and forgets the host's subscription, then the
+  // host subscribes again. Acks of the old incarnation are gone with it.
+  void Restart(Replica& r) {
+    sender_.Unsubscribe(r.host);
+    std::erase_if(acks_, [&](const AckMsg& a) { return a.host == r.host; });
+    StartReplica(r);
+  }
+
+  // Every replica holds the final version, and the sender knows it.
+  bool Converged() const {
+    if (sender_.version() != wv_ || sender_.AwaitingAcks(now_, kRtoNs)) return false;
+    for (const auto& r : replicas_) {
+      if (!r->subscribed || !r->rx->has_base() || r->rx->complete_version() != wv_ ||
+          r->rx->publish_pending() || sender_.acked(r->host) != wv_) {
+        return false;
+      }
+    }
+    return true;
+  }
+
+  void Round(bool writing) {
+    ++round_;
+    now_ += kTickNs;
+    for (size_t i = 0; i < replicas_.size(); ++i) {
+      Replica& r = *replicas_[i];
+      if (!r.subscribed && static_cast<int>(i) == p_.hosts - 1 && round_ >= p_.late_subscriber_round) {
+        StartReplica(r);
+      }
+      if (i == 1 && round_ == p_.restart_round) Restart(r);
+    }
+    if (writing && (p_.write_at ? p_.write_at(round_) : Coin(0.7))) WriterStep();
+    ExportStep();
+    for (auto& r : replicas_) {
+      if (r->subscribed) Deliver(*r);
+    }
+    for (auto& r : replicas_) {
+      if (r->subscribed) ReplicaTurn(*r);
+    }
+    ProcessAcks();
+  }
+
+  // The writer changes some lines and publishes one version.
+  void WriterStep() {
+    static constexpr double kFractions[] = {0.0005, 0.002, 0.01, 0.05, 0.3};
+    const double f = kFractions[Below(std::size(kFractions))];
+    const size_t n = std::max<size_t>(1, static_cast<size_t>(f * static_cast<double>(lines_)));
+    auto write_line = [&](size_t line) {
+      const size_t begin = line * kLineBytes;
+      const size_t end = std::min(begin + kLineBytes, p_.area_bytes);
+      for (size_t i = begin; i < end; ++i) writer_[i] = static_cast<uint8_t>(rng_());
+      dirty_.AddLines(line, 1);
+    };
+    if (Coin(0.5)) {
+      for (size_t k = 0; k < n; ++k) write_line(Below(lines_));
+    } else {
+      const size_t first = Below(lines_);
+      for (size_t k = 0; k < n && first + k < lines_; ++k) write_line(first + k);
+    }
+    if (Coin(0.05)) write_line(lines_ - 1);  // the (partial) last line
+    ++wv_;
+  }
+
+  wire::Header DataHeader(const Transfer& t, uint16_t dest) const {
+    wire::Header h{};
+    h.source_host = kWriterHost;
+    h.dest_host = dest;
+    h.area_index = 3;
+    h.area_generation = 1;
+    h.version = t.version;
+    h.base_version = t.base;
+    h.flags = t.full ? wire::kFlagFull : 0;
+    h.transfer_id = t.transfer_id;
+    return h;
+  }
+
+  // A delta must carry every line that differs between its base and its version.
+  void CheckCovers(const Transfer& t) {
+    EXPECT_EQ(t.version, sender_.version());
+    if (t.full) {
+      EXPECT_EQ(t.lines->CountLines(), lines_);
+      return;
+    }
+    auto base = history_.find(t.base);
+    if (base == history_.end()) return;  // older than what we keep
+    for (size_t line = 0; line < lines_; ++line) {
+      if (std::memcmp(base->second.data() + line * kLineBytes, shadow_.data() + line * kLineBytes,
+                      kLineBytes) != 0 &&
+          !t.lines->Test(line)) {
+        ADD_FAILURE() << "transfer " << t.base << " -> " << t.version << " misses line " << line
+                      << " (seed " << p_.seed << ")";
+        ++failures_;
+        return;
+      }
+    }
+  }
+
+  // dsmd's export turn: collect when no receiver may still ask for frames of
+  // the shadow, then send whatever is due.
+  void ExportStep() {
+    if (!sender_.AwaitingAcks(now_, kRtoNs) && (!collected_once_ || wv_ > sender_.version())) {
+      LineSet changed(p_.area_bytes);
+      if (collected_once_) {
+        changed.Merge(dirty_);
+      } else {
+        changed.AddAll();
+      }
+      sender_.Collected(wv_, changed);
+      shadow_ = writer_;
+      history_[wv_] = shadow_;
+      while (history_.size() > kHistory) history_.erase(history_.begin());
+      dirty_.Clear();
+      sent_.clear();
+      collected_once_ = true;
+      ++collects_;
+    }
+    Transfer t;
+    for (int guard = 0; guard < 2 * p_.hosts && sender_.NextTransfer(now_, kRtoNs, &t); ++guard) {
+      ++transfers_;
+      CheckCovers(t);
+      const bool group = t.hosts.size() > 1;
+      const wire::DataFrameWriter writer(
+          p_.frame_bytes, DataHeader(t, group ? wire::kAllHosts : t.hosts.front()));
+      wire::DataFrameWriter::Plan plan = writer.MakePlan(*t.lines);
+      EXPECT_GT(plan.frames(), 0u) << "an empty transfer can never be acknowledged";
+      VectorSink sink;
+      EXPECT_EQ(writer.WritePlanned(plan, shadow_.data(), 0, plan.frames(), sink), plan.frames());
+      sender_.Sent(t, now_);
+      // Multicast reaches every host (the others drop what they cannot use).
+      const bool to_all = group || Coin(p_.multicast_to_all);
+      for (auto& r : replicas_) {
+        if (!r->subscribed) continue;
+        if (!to_all && std::find(t.hosts.begin(), t.hosts.end(), r->host) == t.hosts.end()) continue;
+        for (const Bytes& f : sink.frames) Route(*r, f);
+      }
+      const uint32_t id = t.transfer_id;
+      sent_[id] = SentTransfer{std::move(t), std::move(plan)};
+      t = Transfer{};
+    }
+  }
+
+  void Route(Replica& r, const Bytes& frame) {
+    if (Coin(p_.drop)) return;
+    if (r.host == 10 + p_.hosts - 1 && Coin(p_.slow_host_drop)) return;
+    if (p_.lose_frame) {
+      wire::Frame f{};
+      if (wire::Decode(frame, &f) == DropReason::kNone && p_.lose_frame(r.host, f.header, round_)) {
+        return;
+      }
+    }
+    const int copies = Coin(p_.duplicate) ? 2 : 1;
+    for (int c = 0; c < copies; ++c) {
+      Packet pkt{frame, false, round_};
+      if (Coin(p_.corrupt)) {
+        pkt.bytes[Below(pkt.bytes.size())] ^= static_cast<uint8_t>(1 + Below(255));
+        pkt.corrupt = true;
+      }
+      if (Coin(p_.late)) pkt.due_round = round_ + 1 + static_cast<int>(Below(3));
+      r.inbox.push_back(std::move(pkt));
+    }
+  }
+
+  void Deliver(Replica& r) {
+    std::vector<Packet> due;
+    std::vector<Packet> later;
+    for (Packet& pkt : r.inbox) (pkt.due_round <= round_ ? due : later).push_back(std::move(pkt));
+    r.inbox = std::move(later);
+    // Reordering within windows of 8 frames.
+    for (size_t i = 0; i < due.size(); i += 8) {
+      std::shuffle(due.begin() + static_cast<std::ptrdiff_t>(i),
+                   due.begin() + static_cast<std::ptrdiff_t>(std::min(i + 8, due.size())), rng_);
+    }
+    for (const Packet& pkt : due) {
+      wire::Frame f{};
+      const DropReason d = wire::Decode(pkt.bytes, &f);
+      if (pkt.corrupt) {
+        EXPECT_NE(d, DropReason::kNone) << "a corrupted frame passed Decode";
+        ++corrupt_rejected_;
+        continue;
+      }
+      ASSERT_EQ(d, DropReason::kNone);
+      ++frames_delivered_;
+      const ReplicaReceiver::Result res = r.rx->OnData(f, now_);
+      ++stats_[static_cast<size_t>(res.drop)];
+      if (res.completed) {
+        SendAck(r);  // first, as dsmd: the sender may move on while we copy locally
+        Completed(r);
+      } else if (res.ack_now && now_ - r.last_ack_ns >= kAckMinGapNs) {
+        SendAck(r);  // frames we cannot use: one ack per gap is enough
+      }
+    }
+  }
+
+  void Completed(Replica& r) {
+    const uint64_t v = r.rx->complete_version();
+    ++r.completions;
+    if (r.any_complete && v <= r.last_complete) {
+      ADD_FAILURE() << "host " << r.host << " completed " << v << " after " << r.last_complete;
+      ++failures_;
+    }
+    r.any_complete = true;
+    r.last_complete = v;
+    auto it = history_.find(v);
+    if (it == history_.end()) {
+      ADD_FAILURE() << "host " << r.host << " completed version " << v
+                    << ", which was never collected or is long gone (seed " << p_.seed << ")";
+      ++failures_;
+    } else if (std::memcmp(r.staging.data(), it->second.data(), rounded_) != 0) {
+      size_t line = 0;
+      while (std::memcmp(r.staging.data() + line * kLineBytes, it->second.data() + line * kLineBytes,
+                         kLineBytes) == 0) {
+        ++line;
+      }
+      ADD_FAILURE() << "host " << r.host << " completed version " << v
+                    << " but its staging copy differs from the writer's at line " << line
+                    << " (seed " << p_.seed << ", round " << round_ << ")";
+      ++failures_;
+    }
+    if (Coin(p_.defer_publish)) {
+      // Local readers hold every spare buffer: retried in a later turn.
+      r.publish_round = round_ + 1 + static_cast<int>(Below(3));
+    } else {
+      Publish(r);
+    }
+  }
+
+  // The local publish (VersionPublisher::PublishLines): the lines staged since
+  // the last publish go to the readers' buffer, which must then be the version.
+  void Publish(Replica& r) {
+    r.rx->changed().ForEachPage([&](size_t page, uint64_t mask) {
+      CopyPageLines(page, mask, r.staging.data(), r.published.data());
+    });
+    const uint64_t v = r.rx->complete_version();
+    auto it = history_.find(v);
+    if (it != history_.end() && std::memcmp(r.published.data(), it->second.data(), rounded_) != 0) {
+      ADD_FAILURE() << "host " << r.host << " published version " << v
+                    << " but its readers' copy differs from the writer's (seed " << p_.seed
+                    << ", round " << round_ << ")";
+      ++failures_;
+    }
+    r.rx->Published();
+  }
+
+  void SendAck(Replica& r) {
+    AckMsg a;
+    a.host = r.host;
+    a.complete = r.rx->complete_version();
+    a.has_base = r.rx->has_base();
+    a.assembling_version = r.rx->assembling_version();
+    a.transfer = r.rx->assembling_transfer();
+    a.missing.resize(wire::kMaxMissingRanges);
+    a.missing.resize(r.rx->MissingRanges(a.missing.data(), a.missing.size()));
+    a.due_round = Coin(0.3) ? round_ + 1 : round_;
+    r.last_ack_ns = now_;
+    if (Coin(p_.ack_drop)) return;
+    acks_.push_back(std::move(a));
+  }
+
+  void ReplicaTurn(Replica& r) {
+    if (r.publish_round >= 0) {
+      if (r.publish_round <= round_) {
+        r.publish_round = -1;
+        Publish(r);
+      }
+      return;
+    }
+    if (r.rx->assembling() && now_ - r.rx->last_frame_ns() > kNackAfterNs &&
+        now_ - r.last_ack_ns > kNackAfterNs) {
+      SendAck(r);
+    }
+  }
+
+  // dsmd's OnAck: record the receiver's state, resend what it misses of a
+  // transfer of the current shadow.
+  void ProcessAcks() {
+    std::vector<AckMsg> due;
+    std::vector<AckMsg> later;
+    for (AckMsg& a : acks_) (a.due_round <= round_ ? due : later).push_back(std::move(a));
+    acks_ = std::move(later);
+    std::shuffle(due.begin(), due.end(), rng_);
+    for (const AckMsg& a : due) {
+      if (!sender_.subscribed(a.host)) continue;
+      if (a.has_base) {
+        sender_.OnAck(a.host, a.complete);
+      } else {
+        sender_.OnAckNothing(a.host);
+      }
+      auto it = sent_.find(a.transfer);
+      if (a.missing.empty() || it == sent_.end() || a.assembling_version != it->second.t.version) continue;
+      const wire::DataFrameWriter writer(p_.frame_bytes, DataHeader(it->second.t, a.host));
+      VectorSink sink;
+      for (const wire::SeqRange& range : a.missing) {
+        resent_frames_ += writer.WritePlanned(it->second.plan, shadow_.data(), range.first, range.count, sink);
+      }
+      Replica& r = *replicas_[a.host - 10u];
+      for (const Bytes& f : sink.frames) Route(r, f);
+    }
+  }
+
+  const Params p_;
+  const size_t lines_;
+  const size_t rounded_;
+  std::mt19937_64 rng_;
+  int round_ = 0;
+  uint64_t now_ = 1'000'000'000;
+
+  Bytes writer_;
+  uint64_t wv_ = 0;
+  LineSet dirty_;  // lines written since the last collect
+
+  ReplicaSender sender_;
+  Bytes shadow_;
+  bool collected_once_ = false;
+  std::map<uint64_t, Bytes> history_;  // collected version -> content
+  std::map<uint32_t, SentTransfer> sent_;
+
+  std::vector<std::unique_ptr<Replica>> replicas_;
+  std::vector<AckMsg> acks_;
+
+  uint64_t collects_ = 0, transfers_ = 0, frames_delivered_ = 0, resent_frames_ = 0;
+  uint64_t corrupt_rejected_ = 0;
+  int failures_ = 0;
+  std::vector<uint64_t> stats_ = std::vector<uint64_t>(static_cast<size_t>(DropReason::kCount), 0);
+};
+
+void RunModel(const Params& p) {
+  Model m(p);
+  const bool converged = m.Run();
+  SCOPED_TRACE(m.Summary());
+  ASSERT_FALSE(::testing::Test::HasFailure());
+  ASSERT_TRUE(converged) << "replicas did not converge after the writer stopped";
+  m.ExpectConvergedExactly();
+  m.ExpectTraffic();
+}
+
+TEST(ReplicationModelTest, SmallAreaManySeeds) {
+  for (uint64_t seed : {1, 2, 3, 4, 5, 6, 7, 8}) {
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    Params p;
+    p.seed = seed;
+    RunModel(p);
+    if (HasFailure()) return;
+  }
+}
+
+TEST(ReplicationModelTest, SmallAreaWithAPartialLastLineAndTinyFrames) {
+  for (uint64_t seed : {11, 12}) {
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    Params p;
+    p.seed = seed;
+    p.area_bytes = 64 * 1024 - 24;
+    p.frame_bytes = wire::DataFrameWriter::kMinFrameBytes + 3 * kLineBytes;  // 4 lines
+    p.write_rounds = 100;
+    RunModel(p);
+    if (HasFailure()) return;
+  }
+}
+
+TEST(ReplicationModelTest, LargeAreaWithAPartialLastLine) {
+  for (uint64_t seed : {21, 22}) {
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    Params p;
+    p.seed = seed;
+    p.area_bytes = (size_t{1} << 20) - 40;
+    p.frame_bytes = 8972;
+    p.write_rounds = 120;
+    RunModel(p);
+    if (HasFailure()) return;
+  }
+}
+
+TEST(ReplicationModelTest, LateSubscriberAndRestartedReader) {
+  for (uint64_t seed : {31, 32, 33}) {
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    Params p;
+    p.seed = seed;
+    p.late_subscriber_round = 40;
+    p.restart_round = 80;
+    RunModel(p);
+    if (HasFailure()) return;
+  }
+}
+
+TEST(ReplicationModelTest, ASlowHostFallsBehindAndCatchesUp) {
+  for (uint64_t seed : {71, 72, 73}) {
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    Params p;
+    p.seed = seed;
+    p.slow_host_drop = 0.3;
+    p.multicast_to_all = 0.5;
+    RunModel(p);
+    if (HasFailure()) return;
+  }
+}
+
+TEST(ReplicationModelTest, HeavyLoss) {
+  for (uint64_t seed : {41, 42}) {
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    Params p;
+    p.seed = seed;
+    p.drop = 0.2;
+    p.ack_drop = 0.2;
+    p.late = 0.15;
+    p.duplicate = 0.1;
+    p.settle_rounds = 3000;
+    RunModel(p);
+    if (HasFailure()) return;
+  }
+}
+
+TEST(ReplicationModelTest, EveryTransferReachesEveryHost) {
+  // Multicast of every transfer: hosts see transfers meant for others (other
+  // bases, other ids) and must use or refuse them without harm.
+  for (uint64_t seed : {61, 62}) {
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    Params p;
+    p.seed = seed;
+    p.multicast_to_all = 1.0;
+    p.late_subscriber_round = 50;
+    p.slow_host_drop = 0.3;
+    RunModel(p);
+    if (HasFailure()) return;
+  }
+}
+
+// Regression: a NACK from a host still assembling its first (version 0)
+// transfer carries kFlagFull ("I hold nothing yet"). It used to be taken as an
+// ack of version 0; if the resent frames were lost too and the writer published,
+// the host then got deltas from a base it never had, forever.
+TEST(ReplicationModelTest, NackOfAVersionZeroTransferIsNotAnAckOfVersionZero) {
+  Params p;
+  p.seed = 7;
+  p.hosts = 1;
+  p.first_version = 0;
+  p.drop = p.duplicate = p.late = p.corrupt = p.ack_drop = p.defer_publish = 0;
+  p.multicast_to_all = 0;
+  p.write_rounds = 12;
+  p.settle_rounds = 500;
+  // Frame 5 of the version-0 transfer is lost, and so is its resend.
+  p.lose_frame = [](uint16_t, const wire::Header& h, int round) {
+    return h.version == 0 && h.seq == 5 && round <= 10;
+  };
+  // The writer publishes version 1 after the NACK.
+  p.write_at = [](int round) { return round == 7; };
+  Model m(p);
+  const bool converged = m.Run();
+  SCOPED_TRACE(m.Summary());
+  ASSERT_TRUE(converged) << "the replica never completes a first version";
+  m.ExpectConvergedExactly();
+}
+
+// The same, found by the randomized model when the area starts at version 0
+// (seeds 111, 140 and 158 used to leave one host without a first version).
+TEST(ReplicationModelTest, RandomRunsFromVersionZero) {
+  Params p;
+  p.seed = 111;
+  p.first_version = 0;
+  RunModel(p);
+}
+
+}  // namespace
+}  // namespace dsm
