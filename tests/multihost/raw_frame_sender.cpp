@@ -1,5 +1,7 @@
 #include "tests/multihost/raw_frame_sender.h"
 
+#include "net/udp_framing.h"
+
 #include <arpa/inet.h>
 #include <errno.h>
 #include <linux/if_ether.h>
@@ -17,25 +19,6 @@
 #include "coherence/wire_format.h"
 
 namespace dsm::testing::rawframe {
-namespace {
-
-constexpr size_t kEthBytes = 14;
-constexpr size_t kIpBytes = 20;
-constexpr size_t kUdpBytes = 8;
-constexpr uint8_t kTtl = 64;
-constexpr uint8_t kProtoUdp = 17;
-
-void Put16(uint8_t* p, uint16_t v) {
-  p[0] = static_cast<uint8_t>(v >> 8);
-  p[1] = static_cast<uint8_t>(v);
-}
-void Put32(uint8_t* p, uint32_t v) {
-  Put16(p, static_cast<uint16_t>(v >> 16));
-  Put16(p + 2, static_cast<uint16_t>(v));
-}
-
-}  // namespace
-
 Mac ClusterHostMac(int host) {
   return {0x02, 0x00, 0xc6, 0x12, 0x00, static_cast<uint8_t>(host)};
 }
@@ -142,41 +125,19 @@ std::vector<uint8_t> BuildPayload(const DataSpec& s, Mutation mutation) {
   return out;
 }
 
-uint16_t Ipv4Checksum(const uint8_t* header, size_t bytes) {
-  uint32_t sum = 0;
-  for (size_t i = 0; i + 1 < bytes; i += 2) sum += uint32_t{header[i]} << 8 | header[i + 1];
-  if (bytes & 1) sum += uint32_t{header[bytes - 1]} << 8;
-  while (sum >> 16) sum = (sum & 0xffff) + (sum >> 16);
-  return static_cast<uint16_t>(~sum);
-}
-
 std::vector<uint8_t> BuildEthernetFrame(const Addresses& a, uint16_t ip_id,
                                         std::span<const uint8_t> payload) {
-  std::vector<uint8_t> f(kEthBytes + kIpBytes + kUdpBytes + payload.size());
-  uint8_t* eth = f.data();
-  std::memcpy(eth, a.dst_mac.data(), 6);
-  std::memcpy(eth + 6, a.src_mac.data(), 6);
-  Put16(eth + 12, ETH_P_IP);
-
-  uint8_t* ip = eth + kEthBytes;
-  ip[0] = 0x45;  // IPv4, 20-byte header
-  ip[1] = 0;
-  Put16(ip + 2, static_cast<uint16_t>(kIpBytes + kUdpBytes + payload.size()));
-  Put16(ip + 4, ip_id);
-  Put16(ip + 6, 0x4000);  // DF
-  ip[8] = kTtl;
-  ip[9] = kProtoUdp;
-  Put16(ip + 10, 0);
-  Put32(ip + 12, a.src_ipv4);
-  Put32(ip + 16, a.dst_ipv4);
-  Put16(ip + 10, Ipv4Checksum(ip, kIpBytes));
-
-  uint8_t* udp = ip + kIpBytes;
-  Put16(udp, a.src_port);
-  Put16(udp + 2, a.dst_port);
-  Put16(udp + 4, static_cast<uint16_t>(kUdpBytes + payload.size()));
-  Put16(udp + 6, 0);  // no UDP checksum, as the daemons send
-  if (!payload.empty()) std::memcpy(udp + kUdpBytes, payload.data(), payload.size());
+  // The daemons' own framing (net/udp_framing): only the libdsm payload is crafted.
+  std::vector<uint8_t> f(net::kFrameHeaderBytes + payload.size());
+  net::FrameHeaderFields fields{};
+  fields.src_mac = a.src_mac;
+  fields.dst_mac = a.dst_mac;
+  fields.src_ipv4 = a.src_ipv4;
+  fields.dst_ipv4 = a.dst_ipv4;
+  fields.udp_port = a.dst_port;
+  fields.ip_id = ip_id;
+  net::WriteFrameHeaders(f.data(), fields, payload.size());
+  if (!payload.empty()) std::memcpy(f.data() + net::kFrameHeaderBytes, payload.data(), payload.size());
   return f;
 }
 
@@ -208,7 +169,7 @@ bool RawSender::Open(const std::string& iface, std::string* error) {
 }
 
 bool RawSender::Send(std::span<const uint8_t> frame, std::string* error) {
-  if (frame.size() < kEthBytes) {
+  if (frame.size() < net::kEthernetHeaderBytes) {
     *error = "frame shorter than an Ethernet header";
     return false;
   }

@@ -38,8 +38,7 @@ struct Addresses {
   Mac dst_mac{};
   uint32_t src_ipv4 = 0;  // host byte order
   uint32_t dst_ipv4 = 0;
-  uint16_t src_port = kClusterUdpPort;
-  uint16_t dst_port = kClusterUdpPort;
+  uint16_t dst_port = kClusterUdpPort;  // both UDP ports, as the daemons use
 };
 
 // One DATA frame with a single run: the fields a case may want to choose.
@@ -79,9 +78,6 @@ std::vector<uint8_t> BuildPayload(const DataSpec& spec, Mutation mutation);
 // Ethernet + IPv4 + UDP around `payload` (at most 65535 - 28 bytes).
 std::vector<uint8_t> BuildEthernetFrame(const Addresses& a, uint16_t ip_id,
                                         std::span<const uint8_t> payload);
-
-// The Internet checksum (RFC 1071) of an IPv4 header.
-uint16_t Ipv4Checksum(const uint8_t* header, size_t bytes);
 
 // An AF_PACKET/SOCK_RAW socket bound to one interface, send only (protocol 0:
 // it receives nothing, so it does not see the daemon's traffic).

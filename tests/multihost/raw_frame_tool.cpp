@@ -109,7 +109,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "raw_frame_tool: give --from/--to or the addresses explicitly\n");
     return 2;
   }
-  a.src_port = a.dst_port = port;
+  a.dst_port = port;
   spec.source_host = static_cast<uint16_t>(source_host >= 0 ? source_host : from);
   spec.dest_host = static_cast<uint16_t>(dest_host >= 0 ? dest_host : to);
   if (full) spec.flags |= dsm::wire::kFlagFull;
