@@ -208,7 +208,8 @@ int64_t ControlServer::IdleSleepNs(bool worked) {
   if (idle_turns_ < kSpinTurnsBeforeSleep) return 0;
   const uint32_t doublings =
       std::min<uint32_t>((idle_turns_ - kSpinTurnsBeforeSleep) / kIdleTurnsPerDoubling, 6);
-  return static_cast<int64_t>(std::min<uint64_t>(kIdleSleepMinNs << doublings, kIdleSleepMaxNs));
+  const uint64_t cap = remote_->RecentlyActive(MonotonicNs()) ? kActiveSleepMaxNs : kIdleSleepMaxNs;
+  return static_cast<int64_t>(std::min<uint64_t>(kIdleSleepMinNs << doublings, cap));
 }
 
 void ControlServer::Accept() {

@@ -134,7 +134,12 @@ bool RemoteSync::Poll(uint64_t now_ns) {
     SendDirectory(now_ns);
     next_directory_ns_ = now_ns + kDirectoryIntervalNs;
   }
-  for (auto& [index, e] : exports_) worked |= ExportTurn(e, now_ns);
+  for (auto& [index, e] : exports_) {
+    if (ExportTurn(e, now_ns)) {
+      worked = true;
+      last_activity_ns_ = now_ns;
+    }
+  }
   for (auto& r : replicas_) worked |= ReplicaTurn(*r, now_ns);
   worked |= transport_->Flush() > 0;
   return worked;
@@ -178,10 +183,12 @@ void RemoteSync::Receive(std::span<const uint8_t> bytes, uint16_t source_host, u
       OnSubscribe(f, source_host, now_ns);
       break;
     case wire::FrameType::kAck:
+      last_activity_ns_ = now_ns;
       membership_->Heard(source_host, 0, now_ns);
       OnAck(f, source_host, now_ns);
       break;
     case wire::FrameType::kData:
+      last_activity_ns_ = now_ns;
       membership_->Heard(source_host, 0, now_ns);
       OnData(f, source_host, now_ns);
       break;

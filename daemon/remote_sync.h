@@ -23,6 +23,7 @@
 #include "daemon/area_directory.h"
 #include "daemon/cluster_config.h"
 #include "daemon/daemon_config.h"
+#include "daemon/tunables.h"
 #include "net/transport.h"
 
 namespace dsm {
@@ -38,6 +39,10 @@ class RemoteSync {
   // One turn: receive, act on timers, send. Returns whether anything happened
   // (frames in or out), for adaptive polling.
   bool Poll(uint64_t now_ns);
+
+  // Whether frames flowed recently: the loop then sleeps only briefly when idle,
+  // since the next frame or version is likely close.
+  bool RecentlyActive(uint64_t now_ns) const { return now_ns - last_activity_ns_ < kActiveWindowNs; }
 
   // Control plane: a local client asks for `name`, which is not a local area.
   // Starts replicating it if another host has it. Returns a message for the
@@ -135,6 +140,7 @@ class RemoteSync {
   std::vector<std::unique_ptr<Replica>> replicas_;
   std::map<uint16_t, std::map<std::string, RemoteEntry>> remote_dir_;  // by host, then name
   uint64_t next_heartbeat_ns_ = 0;
+  uint64_t last_activity_ns_ = 0;  // last DATA or ACK in or out
   uint64_t next_directory_ns_ = 0;
 
 };

@@ -31,6 +31,9 @@ inline constexpr uint32_t kSendBurstFrames = 256;
 inline constexpr uint64_t kIdleSleepMinNs = 20'000;
 inline constexpr uint64_t kIdleSleepMaxNs = 1'000'000;
 inline constexpr uint32_t kIdleTurnsPerDoubling = 2;
+// While replication traffic flowed within this window, idle sleeps stay short.
+inline constexpr uint64_t kActiveWindowNs = 100'000'000;
+inline constexpr uint64_t kActiveSleepMaxNs = 50'000;
 // Turns without work before the first idle sleep.
 inline constexpr uint32_t kSpinTurnsBeforeSleep = 16;
 // Waiting for a writer to finish the publish it is in (it copies at memory
