@@ -9,6 +9,7 @@ PACKAGES=(
   googletest libgtest-dev libgmock-dev libbenchmark-dev
   libcli11-dev libspdlog-dev libfmt-dev nlohmann-json3-dev libtomlplusplus-dev
   clang libclang-rt-14-dev
+  libopenblas-dev zlib1g-dev dataset-fashion-mnist
   iproute2 procps
 )
 

@@ -1,0 +1,171 @@
+#!/usr/bin/env bash
+# Fashion-MNIST data-parallel training on a virtual cluster: brings up N hosts
+# (scripts/cluster.sh), runs one worker of build/examples/fashion_mnist per host,
+# prints their progress lines, and tears the cluster down on exit (also on Ctrl-C
+# or an error). N=1 is the single-host baseline of the same code.
+#
+#   scripts/train.sh --hosts 3 [--epochs 2] [--model mlp|softmax] [--batch B] [--lr LR]
+#                    [--staleness S] [--seed N] [--json FILE] [--out DIR] [--mtu BYTES]
+#                    [--dir DIR] [-- more fashion_mnist options]
+#
+# Needs root (network namespaces), a build (scripts/build.sh or ninja -C build) and the
+# data (apt-get install dataset-fashion-mnist). See examples/fashion_mnist/README.md.
+set -euo pipefail
+
+prog=train.sh
+die() { echo "$prog: $*" >&2; exit 1; }
+
+repo_root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+CLUSTER=$repo_root/scripts/cluster.sh
+BIN=${FASHION_MNIST:-$repo_root/build/examples/fashion_mnist}
+
+usage() {
+  cat <<EOF
+usage: $0 --hosts N [options] [-- fashion_mnist options...]
+
+  --hosts N        hosts in the virtual cluster, one worker each (1 = single-host baseline)
+  --epochs E       passes over the training set (default 2 for mlp, 5 for softmax)
+  --model M        mlp (784-1024-1024-10) or softmax (default mlp)
+  --batch B        minibatch per worker and step (default: the program's, 64)
+  --lr LR          peak learning rate (default: the program's, 0.1)
+  --staleness S    SSP bound in versions (default: the program's, 3)
+  --seed N         initial weights and data order (default: the program's, 1)
+  --json FILE      worker 0's summary (accuracy per epoch vs wall time, time split)
+  --out DIR        keep every worker's log and JSON summary here (worker<K>.log/.json)
+                   and the daemons' CPU use (daemons.json)
+  --mtu BYTES      cluster MTU (default 9000: a 7 MiB update is ~830 frames, not ~5000)
+  --dir DIR        cluster state dir (default /run/dsm/train)
+
+Environment: FASHION_MNIST (the binary, default build/examples/fashion_mnist), and
+cluster.sh's (DSMD, DSM_START_TIMEOUT).
+EOF
+}
+
+hosts=
+epochs=
+model=mlp
+mtu=9000
+dir=/run/dsm/train
+json=
+out=
+prog_args=()
+while (($#)); do
+  case $1 in
+    --hosts) (($# >= 2)) || die "--hosts needs a value"; hosts=$2; shift 2 ;;
+    --epochs) (($# >= 2)) || die "--epochs needs a value"; epochs=$2; shift 2 ;;
+    --model) (($# >= 2)) || die "--model needs a value"; model=$2; shift 2 ;;
+    --batch | --lr | --staleness | --seed)
+      (($# >= 2)) || die "$1 needs a value"; prog_args+=("$1" "$2"); shift 2 ;;
+    --json) (($# >= 2)) || die "--json needs a file"; json=$2; shift 2 ;;
+    --out) (($# >= 2)) || die "--out needs a directory"; out=$2; shift 2 ;;
+    --mtu) (($# >= 2)) || die "--mtu needs a value"; mtu=$2; shift 2 ;;
+    --dir) (($# >= 2)) || die "--dir needs a value"; dir=$2; shift 2 ;;
+    -h | --help) usage; exit 0 ;;
+    --) shift; prog_args+=("$@"); break ;;
+    *) die "unknown argument '$1' (see --help; program options go after --)" ;;
+  esac
+done
+[[ -n $hosts ]] || die "how many hosts? usage: $0 --hosts N [options] (see --help)"
+if ! [[ $hosts =~ ^[0-9]+$ ]] || ((10#$hosts < 1 || 10#$hosts > 63)); then
+  die "--hosts must be a number from 1 to 63, not '$hosts'"
+fi
+hosts=$((10#$hosts))
+[[ $model == mlp || $model == softmax ]] || die "--model must be mlp or softmax, not '$model'"
+# Softmax regression epochs take a fraction of a second: it gets more of them.
+if [[ -z $epochs ]]; then
+  if [[ $model == softmax ]]; then epochs=5; else epochs=2; fi
+fi
+if ! [[ $epochs =~ ^[0-9]+$ ]] || ((10#$epochs < 1)); then
+  die "--epochs must be a positive number, not '$epochs'"
+fi
+((EUID == 0)) || die "needs root (network namespaces for the virtual cluster); run it with sudo"
+[[ -x $BIN ]] || die "$BIN not found; build it first: ninja -C build examples/fashion_mnist"
+
+# Absolute paths: the workers run with the cluster's working directory semantics unchanged,
+# but a relative path must not depend on where cluster.sh happens to cd.
+abspath() { realpath -m -- "$1"; }
+[[ -z $json ]] || json=$(abspath "$json")
+if [[ -n $out ]]; then
+  out=$(abspath "$out")
+  mkdir -p "$out"
+  logs=$out
+else
+  logs=$(mktemp -d /tmp/dsm-train.XXXXXX)
+fi
+
+pids=()
+cluster_up=0
+# shellcheck disable=SC2317  # invoked by the traps
+cleanup() {
+  local rc=$?
+  trap - EXIT INT TERM
+  local p
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  if ((cluster_up)); then
+    "$CLUSTER" down --dir "$dir" >/dev/null 2>&1 || echo "$prog: warning: cluster down failed" >&2
+  fi
+  if [[ -z $out ]]; then rm -rf -- "$logs"; fi
+  exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+echo "$prog: bringing up $hosts host(s) in $dir (MTU $mtu)"
+cluster_up=1
+"$CLUSTER" up "$hosts" --dir "$dir" --mtu "$mtu" >"$logs/cluster.log" 2>&1 \
+  || { cat "$logs/cluster.log" >&2; die "the virtual cluster did not come up"; }
+
+# The daemons' CPU time (user + system, clock ticks) from /proc, to report their share.
+daemon_ticks() {
+  local pid
+  pid=$(head -n1 "$dir/h$1.pid" 2>/dev/null | tr -dc '0-9')
+  if [[ -n $pid && -r /proc/$pid/stat ]]; then
+    awk '{print $14 + $15}' "/proc/$pid/stat"
+  else
+    echo 0
+  fi
+}
+declare -a ticks0=()
+for ((h = 1; h <= hosts; h++)); do ticks0[h]=$(daemon_ticks "$h"); done
+
+echo "$prog: training $model for $epochs epoch(s) on $hosts worker(s)"
+start_ns=$(date +%s%N)
+for ((k = 0; k < hosts; k++)); do
+  h=$((k + 1))
+  wjson=$logs/worker$k.json
+  [[ $k -ne 0 || -z $json ]] || wjson=$json
+  # OpenBLAS threads: 1, the workers and daemons share the machine's cores.
+  "$CLUSTER" exec "$h" --dir "$dir" -- env OPENBLAS_NUM_THREADS=1 \
+    "$BIN" --model "$model" --epochs "$epochs" --workers "$hosts" --rank "$k" \
+    --json "$wjson" "${prog_args[@]}" 2>&1 | tee "$logs/worker$k.log" &
+  pids+=($!)
+done
+
+failed=0
+for k in "${!pids[@]}"; do
+  if ! wait "${pids[k]}"; then
+    echo "$prog: worker $k failed (log: $logs/worker$k.log)" >&2
+    failed=1
+  fi
+done
+pids=()
+elapsed_ns=$(($(date +%s%N) - start_ns))
+[[ -z $json || $failed -ne 0 ]] || echo "$prog: worker 0's summary: $json"
+
+# The daemons' CPU use while the workers ran.
+hz=$(getconf CLK_TCK)
+cpu_json="{\"wall_s\": $(awk -v n="$elapsed_ns" 'BEGIN{printf "%.3f", n/1e9}'), \"hosts\": ["
+line="$prog: dsmd CPU during training:"
+for ((h = 1; h <= hosts; h++)); do
+  t=$(($(daemon_ticks "$h") - ticks0[h]))
+  s=$(awk -v t="$t" -v hz="$hz" 'BEGIN{printf "%.2f", t/hz}')
+  pct=$(awk -v t="$t" -v hz="$hz" -v n="$elapsed_ns" 'BEGIN{printf "%.0f", 100*(t/hz)/(n/1e9)}')
+  line+=" host $h ${s}s (${pct}% of a core)"
+  ((h == 1)) || cpu_json+=", "
+  cpu_json+="{\"host\": $h, \"cpu_s\": $s, \"core_fraction\": $(awk -v p="$pct" 'BEGIN{printf "%.2f", p/100}')}"
+done
+cpu_json+="]}"
+echo "$line"
+[[ -z $out ]] || echo "$cpu_json" >"$out/daemons.json"
+exit "$failed"
