@@ -29,7 +29,9 @@ void RemoteSync::SendDirectory(uint64_t now_ns) {
   std::vector<wire::DirectoryEntry> entries;
   for (uint32_t i = 0; i < kMaxAreas; ++i) {
     const AreaControl& a = segment_->areas[i];
-    if (a.state.load() != static_cast<uint32_t>(AreaState::kLive) || a.is_replica) continue;
+    // Sealed areas (writer gone) stay listed: their replicas elsewhere learn it.
+    const auto state = static_cast<AreaState>(a.state.load());
+    if ((state != AreaState::kLive && state != AreaState::kSealed) || a.is_replica) continue;
     if (!directory_->Named(i)) continue;
     wire::DirectoryEntry d{};
     std::memcpy(d.name, a.name, sizeof(d.name));
@@ -97,6 +99,8 @@ void RemoteSync::OnDirectory(const wire::Frame& f, uint16_t host, uint64_t now_n
       // A forged frame claiming a version far beyond what the writer's host
       // advertises would pin the replica there (every real version looking old).
       r->receiver->set_version_limit(d.latest_version + kVersionSlack);
+      directory_->SetReplicaWriterAlive(r->local_index,
+                                        d.state == static_cast<uint32_t>(AreaState::kLive));
       AreaControl& a = segment_->areas[r->local_index];
       if (r->named && UnpackLatest(a.latest.load()).version >= d.latest_version) {
         a.confirmed_ns.store(now_ns > d.confirmed_age_ns ? now_ns - d.confirmed_age_ns : 0);
