@@ -23,6 +23,7 @@ class ChangeLog {
   ChangeLog(const ChangeLog&) = delete;
   ChangeLog& operator=(const ChangeLog&) = delete;
 
+  size_t area_bytes() const { return area_bytes_; }
   size_t lines() const { return lines_; }
   size_t pages() const { return pages_; }
 

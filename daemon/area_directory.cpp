@@ -330,6 +330,10 @@ void AreaDirectory::ResetVersions(AreaControl& a, uint64_t now_ns, uint64_t conf
   a.bytes_published.store(0);
   a.publish_ns_total.store(0);
   a.publish_ns_max.store(0);
+  a.tracking.store(0);
+  a.page_tracker.store(0);
+  a.pages_written.store(0);
+  a.lines_changed.store(0);
   for (uint32_t s = 0; s < kMaxReadersPerArea; ++s) {
     a.reader_pin[s].store(kNoPins);
     a.reader_client[s].store(0);

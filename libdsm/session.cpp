@@ -114,6 +114,16 @@ int ClientSession::Alloc(const char* name, size_t size, const dsm_alloc_opts* op
   if (std::strlen(name) >= kMaxNameBytes) {
     return Fail(DSM_ERR_INVALID, "dsm_alloc: name '{}' is longer than {} bytes", name, kMaxNameBytes - 1);
   }
+  const uint32_t tracking = opts ? opts->tracking : uint32_t{DSM_TRACK_LOG};
+  const uint32_t page_tracker = opts ? opts->page_tracker : uint32_t{DSM_PAGE_TRACKER_AUTO};
+  if (tracking > DSM_TRACK_LOG_AND_PAGES) {
+    return Fail(DSM_ERR_INVALID, "dsm_alloc('{}'): tracking {} is not a dsm_tracking value "
+                "(DSM_TRACK_LOG, DSM_TRACK_PAGES, DSM_TRACK_LOG_AND_PAGES)", name, tracking);
+  }
+  if (page_tracker > DSM_PAGE_TRACKER_MPROTECT) {
+    return Fail(DSM_ERR_INVALID, "dsm_alloc('{}'): page_tracker {} is not a dsm_page_tracker "
+                "value (AUTO, UFFD, MPROTECT)", name, page_tracker);
+  }
   Request req{};
   req.type = RequestType::kAlloc;
   std::strncpy(req.name, name, kMaxNameBytes - 1);
@@ -126,7 +136,8 @@ int ClientSession::Alloc(const char* name, size_t size, const dsm_alloc_opts* op
   Reply reply{};
   if (int rc = control_.Call(req, &reply); rc != DSM_OK) return rc;
   AreaControl* control = &segment_->areas[reply.area_index];
-  auto writer = WriterArea::Map(control, reply.area_index, region_fd_);
+  auto writer = WriterArea::Map(control, reply.area_index, region_fd_, tracking, page_tracker,
+                                segment_->header.backing_page_bytes);
   if (!writer) {
     Request undo{};
     undo.type = RequestType::kFree;
@@ -311,6 +322,10 @@ int ClientSession::Status(const void* area, dsm_area_status* st) {
   st->writer_alive = state == AreaState::kLive;
   st->freed = state == AreaState::kFreed;
   st->publishes_deferred = c->publishes_deferred.load();
+  st->tracking = static_cast<uint8_t>(c->tracking.load());
+  st->page_tracker = static_cast<uint8_t>(c->page_tracker.load());
+  st->pages_written = c->pages_written.load();
+  st->lines_changed = c->lines_changed.load();
   if (a->writer) {
     st->is_writer = 1;
     st->writer_alive = 1;

@@ -14,7 +14,7 @@
 namespace dsm {
 
 inline constexpr uint64_t kControlMagic = 0x4d53442d4c54434eULL;  // "NCTL-DSM"
-inline constexpr uint32_t kLayoutVersion = 2;
+inline constexpr uint32_t kLayoutVersion = 3;
 inline constexpr uint32_t kNoBuffer = 0xff;
 // A reader's pin word: the buffer it maps (low byte) and the one it is moving to
 // (second byte); kNoBuffer in a byte pins nothing.
@@ -88,6 +88,11 @@ struct alignas(64) AreaControl {
   std::atomic<uint64_t> bytes_published;
   std::atomic<uint64_t> publish_ns_total;
   std::atomic<uint64_t> publish_ns_max;
+  // Page tracking (dsm_alloc_opts.tracking): set by the writer after mapping.
+  std::atomic<uint32_t> tracking;      // dsm_tracking
+  std::atomic<uint32_t> page_tracker;  // dsm_page_tracker in use
+  std::atomic<uint64_t> pages_written;  // reported by the tracker, in 4 KiB pages
+  std::atomic<uint64_t> lines_changed;  // of those, lines that differed from the last version
 
   // Reader slots: dsmd assigns reader_client (0 = free) at attach and clears it
   // when the reader leaves; the reader alone writes its pin.

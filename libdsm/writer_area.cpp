@@ -5,6 +5,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "coherence/line_diff.h"
 #include "dsm/dsm.h"
 #include "libdsm/errors.h"
 #include "libdsm/publish_protocol.h"
@@ -18,7 +19,9 @@ WriterArea::WriterArea(AreaControl* control, uint32_t index)
       publisher_(control->size, control->buffer_count),
       changed_(control->size) {}
 
-std::unique_ptr<WriterArea> WriterArea::Map(AreaControl* control, uint32_t index, int region_fd) {
+std::unique_ptr<WriterArea> WriterArea::Map(AreaControl* control, uint32_t index, int region_fd,
+                                             uint32_t tracking, uint32_t page_tracker,
+                                             size_t page_bytes) {
   std::unique_ptr<WriterArea> area(new WriterArea(control, index));
   void* w = mmap(reinterpret_cast<void*>(control->addr), control->mapped_size,
                  PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, region_fd,
@@ -46,6 +49,15 @@ std::unique_ptr<WriterArea> WriterArea::Map(AreaControl* control, uint32_t index
     }
     area->export_logs_ = static_cast<uint64_t*>(logs);
   }
+  if (tracking != DSM_TRACK_LOG) {
+    if (PageTracker::Start(static_cast<int>(page_tracker), w, control->mapped_size, page_bytes,
+                           &area->tracker_) != DSM_OK) {
+      Fail(DSM_ERR_SYSTEM, "'{}': {}", control->name, LastError());
+      return nullptr;
+    }
+    control->page_tracker.store(area->tracker_->kind());
+  }
+  control->tracking.store(tracking);
   return area;
 }
 
@@ -56,8 +68,27 @@ WriterArea::~WriterArea() {
   if (export_logs_) munmap(export_logs_, control_->export_bytes);
 }
 
+void WriterArea::LogWrittenLines() {
+  const auto* current = reinterpret_cast<const uint8_t*>(control_->addr);
+  const uint8_t* published = buffers_[UnpackLatest(control_->latest.load()).buffer];
+  uint64_t pages = 0;
+  uint64_t lines = 0;
+  const int rc = tracker_->Collect([&](size_t offset, size_t bytes) {
+    pages += (bytes + kPageBytes - 1) / kPageBytes;
+    lines += MarkChangedLines(current, published, offset, bytes, &log_);
+  });
+  if (rc != DSM_OK) {
+    // The tracker lost track: diff the whole area rather than miss a store.
+    lines = MarkChangedLines(current, published, 0, control_->size, &log_);
+    pages = control_->mapped_size / kPageBytes;
+  }
+  control_->pages_written.fetch_add(pages, std::memory_order_relaxed);
+  control_->lines_changed.fetch_add(lines, std::memory_order_relaxed);
+}
+
 int WriterArea::Publish(uint64_t now_ns) {
   next_sync_ns_ = now_ns + control_->sync_interval_ns;
+  if (tracker_) LogWrittenLines();
   if (log_.Empty()) {
     // Nothing changed: what readers have is the writer's state as of now.
     control_->confirmed_ns.store(now_ns);

@@ -1,7 +1,9 @@
 // The writer's side of one area in the writer's process: the change log that
 // dsm_log() fills, the writer copy mapped read-write at the area's address, and
 // the reader buffers mapped elsewhere so a publish can copy into them. Publish
-// runs only at a quiescent point of this process (see QuiescenceGate).
+// runs only at a quiescent point of this process (see QuiescenceGate). With page
+// tracking, the pages written since the last publish are diffed against the
+// latest version at publish, and the lines that differ join the change log.
 #ifndef DSM_LIBDSM_WRITER_AREA_H_
 #define DSM_LIBDSM_WRITER_AREA_H_
 
@@ -10,14 +12,19 @@
 
 #include "coherence/change_log.h"
 #include "coherence/version_publisher.h"
+#include "libdsm/page_tracker.h"
 #include "libdsm/shm_layout.h"
 
 namespace dsm {
 
 class WriterArea {
  public:
-  // Maps the area for writing. Returns nullptr (and sets dsm_last_error) on failure.
-  static std::unique_ptr<WriterArea> Map(AreaControl* control, uint32_t index, int region_fd);
+  // Maps the area for writing and starts page tracking if `tracking` (a
+  // dsm_tracking) asks for it, with `page_tracker` (a dsm_page_tracker) on pages
+  // of `page_bytes`. Returns nullptr (and sets dsm_last_error) on failure.
+  static std::unique_ptr<WriterArea> Map(AreaControl* control, uint32_t index, int region_fd,
+                                         uint32_t tracking, uint32_t page_tracker,
+                                         size_t page_bytes);
   ~WriterArea();
 
   // Publishes a new version if anything was logged. Returns DSM_OK, or
@@ -35,6 +42,8 @@ class WriterArea {
 
  private:
   WriterArea(AreaControl* control, uint32_t index);
+  // Turns the pages written since the last call into logged lines.
+  void LogWrittenLines();
 
   AreaControl* control_;
   uint32_t index_;
@@ -43,6 +52,7 @@ class WriterArea {
   LineSet changed_;  // lines of the version being published, for export
   uint8_t* buffers_[kMaxReaderBuffers] = {};
   uint64_t* export_logs_ = nullptr;  // two logs of export_pages masks each
+  std::unique_ptr<PageTracker> tracker_;  // null: explicit logging only
   uint64_t version_ = 0;
   uint64_t next_sync_ns_ = 0;
 };

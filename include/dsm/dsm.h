@@ -3,9 +3,11 @@
  * The C API. Every area of shared memory has exactly one writer: the process
  * that allocated it with dsm_alloc(). Its stores are made visible to other
  * processes (which dsm_attach() the area read-only, at the same address) as
- * complete, numbered versions. A store reaches readers only if it is logged with
- * dsm_log() (explicit logging). Versions are published at quiescent points:
- * dsm_service() between steps, or dsm_publish().
+ * complete, numbered versions. A store reaches readers if it is logged with
+ * dsm_log() (explicit logging, the default) or, in areas allocated with page
+ * tracking, by itself: the kernel reports the pages written and the library
+ * ships the 64-byte lines that differ from the last version. Versions are
+ * published at quiescent points: dsm_service() between steps, or dsm_publish().
  *
  * Every call that can fail returns a dsm_code (DSM_OK == 0, errors < 0);
  * dsm_strerror() names the code and dsm_last_error() gives a message for the
@@ -68,10 +70,34 @@ int dsm_fini(void);
 
 /* ---- Areas --------------------------------------------------------------- */
 
+/* How the writer's stores are found (dsm_alloc_opts.tracking). */
+typedef enum dsm_tracking {
+  DSM_TRACK_LOG = 0,      /* only what dsm_log() records (cheapest; the default) */
+  DSM_TRACK_PAGES = 1,    /* plain stores: written pages, diffed line by line at publish */
+  DSM_TRACK_LOG_AND_PAGES = 2, /* both: logged lines ship even if their bytes are equal */
+} dsm_tracking;
+
+/* How written pages are found in DSM_TRACK_PAGES areas (dsm_alloc_opts.page_tracker).
+ * AUTO prefers userfaultfd's asynchronous write-protect (Linux 6.7+, no signal per
+ * fault) and falls back to mprotect + a SIGSEGV handler that chains to the
+ * program's own handler for faults outside areas. $DSM_PAGE_TRACKER ("uffd" or
+ * "mprotect") overrides AUTO. */
+typedef enum dsm_page_tracker {
+  DSM_PAGE_TRACKER_NONE = 0,     /* in dsm_alloc_opts: AUTO; in status: not tracking pages */
+  DSM_PAGE_TRACKER_UFFD = 1,     /* userfaultfd WP_ASYNC + PAGEMAP_SCAN */
+  DSM_PAGE_TRACKER_MPROTECT = 2, /* mprotect + SIGSEGV; write(2)/read(2) into the area fail with EFAULT */
+} dsm_page_tracker;
+#define DSM_PAGE_TRACKER_AUTO DSM_PAGE_TRACKER_NONE
+
+/* Name of a tracker ("none", "uffd-wp-async", "mprotect"). Never NULL. */
+const char *dsm_page_tracker_name(int tracker);
+
 typedef struct dsm_alloc_opts {
   uint32_t sync_interval_us;   /* 0: the daemon's default (1000 us) */
   uint32_t staleness_bound_ms; /* 0: the daemon's default */
   uint32_t reader_buffers;     /* reader copies per host, 2..4; 0: 2 */
+  uint32_t tracking;           /* dsm_tracking; 0: DSM_TRACK_LOG */
+  uint32_t page_tracker;       /* dsm_page_tracker; 0: AUTO */
 } dsm_alloc_opts;
 
 /* Allocates a new area named `name` of `size` bytes (rounded up to pages). The
@@ -120,6 +146,10 @@ typedef struct dsm_area_status {
   uint8_t stale;             /* staleness_ns > bound, or the writer is gone */
   uint8_t freed;             /* the writer freed the area; this is its last version */
   uint64_t publishes_deferred; /* publishes postponed because readers held buffers */
+  uint8_t tracking;          /* dsm_tracking of the area (as its writer chose) */
+  uint8_t page_tracker;      /* dsm_page_tracker in use (NONE: explicit log only) */
+  uint64_t pages_written;    /* pages the tracker reported written, all publishes */
+  uint64_t lines_changed;    /* lines of those pages whose bytes differed: what shipped */
 } dsm_area_status;
 
 /* Version this process sees of `area` (0 before the first publish). */
