@@ -10,7 +10,7 @@ PACKAGES=(
   libcli11-dev libspdlog-dev libfmt-dev nlohmann-json3-dev libtomlplusplus-dev
   clang libclang-rt-14-dev
   libopenblas-dev zlib1g-dev dataset-fashion-mnist
-  iproute2 procps
+  iproute2 procps gnuplot-nox
 )
 
 need=()

@@ -17,7 +17,10 @@ die() { echo "$prog: $*" >&2; exit 1; }
 
 repo_root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 CLUSTER=$repo_root/scripts/cluster.sh
-BIN=${FASHION_MNIST:-$repo_root/build/examples/fashion_mnist}
+build_dir=${BUILD_DIR:-build}
+[[ $build_dir == /* ]] || build_dir=$repo_root/$build_dir
+BIN=${FASHION_MNIST:-$build_dir/examples/fashion_mnist}
+export DSMD=${DSMD:-$build_dir/daemon/dsmd}  # for cluster.sh
 
 usage() {
   cat <<EOF
@@ -36,8 +39,9 @@ usage: $0 --hosts N [options] [-- fashion_mnist options...]
   --mtu BYTES      cluster MTU (default 9000: a 7 MiB update is ~830 frames, not ~5000)
   --dir DIR        cluster state dir (default /run/dsm/train)
 
-Environment: FASHION_MNIST (the binary, default build/examples/fashion_mnist), and
-cluster.sh's (DSMD, DSM_START_TIMEOUT).
+Environment: BUILD_DIR (default build), FASHION_MNIST (the binary, default
+\$BUILD_DIR/examples/fashion_mnist), DSMD (default \$BUILD_DIR/daemon/dsmd) and
+cluster.sh's DSM_START_TIMEOUT.
 EOF
 }
 
@@ -98,7 +102,10 @@ cluster_up=0
 # shellcheck disable=SC2317  # invoked by the traps
 cleanup() {
   local rc=$?
-  trap - EXIT INT TERM
+  # A second Ctrl-C must not cut the teardown short (cluster.sh inherits the
+  # ignored signals, so it is not interrupted either).
+  trap '' INT TERM
+  trap - EXIT
   local p
   for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
   if ((cluster_up)); then
@@ -126,8 +133,12 @@ daemon_ticks() {
     echo 0
   fi
 }
+# The whole machine's busy CPU time (user, nice, system, irq, softirq; clock ticks):
+# the workers and daemons are not always alone on it.
+machine_ticks() { awk '/^cpu /{print $2 + $3 + $4 + $7 + $8; exit}' /proc/stat; }
 declare -a ticks0=()
 for ((h = 1; h <= hosts; h++)); do ticks0[h]=$(daemon_ticks "$h"); done
+machine0=$(machine_ticks)
 
 echo "$prog: training $model for $epochs epoch(s) on $hosts worker(s)"
 start_ns=$(date +%s%N)
@@ -151,11 +162,14 @@ for k in "${!pids[@]}"; do
 done
 pids=()
 elapsed_ns=$(($(date +%s%N) - start_ns))
+machine_busy=$(($(machine_ticks) - machine0))
 [[ -z $json || $failed -ne 0 ]] || echo "$prog: worker 0's summary: $json"
 
 # The daemons' CPU use while the workers ran.
 hz=$(getconf CLK_TCK)
-cpu_json="{\"wall_s\": $(awk -v n="$elapsed_ns" 'BEGIN{printf "%.3f", n/1e9}'), \"hosts\": ["
+busy_cores=$(awk -v t="$machine_busy" -v hz="$hz" -v n="$elapsed_ns" 'BEGIN{printf "%.3f", (t/hz)/(n/1e9)}')
+cpu_json="{\"wall_s\": $(awk -v n="$elapsed_ns" 'BEGIN{printf "%.3f", n/1e9}'),"
+cpu_json+=" \"machine\": {\"cores\": $(nproc), \"busy_cores\": $busy_cores}, \"hosts\": ["
 line="$prog: dsmd CPU during training:"
 for ((h = 1; h <= hosts; h++)); do
   t=$(($(daemon_ticks "$h") - ticks0[h]))
@@ -167,5 +181,6 @@ for ((h = 1; h <= hosts; h++)); do
 done
 cpu_json+="]}"
 echo "$line"
+echo "$prog: the machine's $(nproc) cores were busy $busy_cores cores' worth (every process, not only ours)"
 [[ -z $out ]] || echo "$cpu_json" >"$out/daemons.json"
 exit "$failed"

@@ -25,6 +25,7 @@
 #include <dsm/dsm.hpp>
 
 #include <cblas.h>
+#include <sys/resource.h>
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
@@ -52,6 +53,15 @@ using Clock = std::chrono::steady_clock;
 
 double Seconds(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
+}
+
+// CPU time of this process (user + system, all threads), to tell waiting for a
+// core from computing when workers and daemons share few cores.
+double ProcessCpuSeconds() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  auto s = [](const timeval& t) { return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) / 1e6; };
+  return s(u.ru_utime) + s(u.ru_stime);
 }
 
 // Pixel normalisation: the training set's mean and standard deviation of x/255.
@@ -89,6 +99,7 @@ struct Options {
   double attach_timeout_s = 60;
   size_t steps_per_epoch = 0;  // 0: the whole shard
   size_t test_limit = 10000;
+  int evals_per_epoch = 1;
   int blas_threads = 1;
   uint32_t reader_buffers = 3;
   bool quiet = false;
@@ -101,6 +112,13 @@ struct StepRecord {
   float wait_ms;
   int32_t staleness_max;  // own steps - oldest other worker's version, at the step's view
   float loss;
+};
+
+// A point of worker 0's test accuracy curve.
+struct CurvePoint {
+  double wall_s;  // since training began
+  uint64_t step;
+  double test_accuracy;
 };
 
 struct EpochRecord {
@@ -145,6 +163,8 @@ class Trainer {
   // False on timeout, with an error (or a warning when !fatal).
   bool WaitOthers(uint64_t v, const char* why, double timeout_s = -1, bool fatal = true);
   double Evaluate(double* loss);
+  // Worker 0: evaluates the current view and adds a point to the curve.
+  void AddCurvePoint(double wall_s, uint64_t step);
   void Print(const EpochRecord& e) const;
   bool WriteJson(const std::vector<EpochRecord>& epochs, double total_s) const;
   uint64_t VersionOf(int j) const { return others_[static_cast<size_t>(j)].version(); }
@@ -162,6 +182,8 @@ class Trainer {
   std::vector<StepRecord> steps_;
   uint64_t publish_retries_ = 0;
   std::string area_name_;
+  std::vector<CurvePoint> curve_;
+  double cpu_s_ = 0;  // process CPU time during training
 };
 
 bool Trainer::LoadData() {
@@ -313,6 +335,12 @@ double Trainer::Evaluate(double* loss) {
   return static_cast<double>(correct) / static_cast<double>(n);
 }
 
+void Trainer::AddCurvePoint(double wall_s, uint64_t step) {
+  AssembleView();
+  double loss;
+  curve_.push_back({wall_s, step, Evaluate(&loss)});
+}
+
 void Trainer::Print(const EpochRecord& e) const {
   const double busy = e.compute_s + e.publish_s + e.wait_s + e.eval_s;
   auto pct = [&](double x) { return busy > 0 ? 100.0 * x / busy : 0.0; };
@@ -380,7 +408,12 @@ int Trainer::Run() {
   std::vector<EpochRecord> epochs;
   std::mt19937_64 shuffle_rng(o_.seed * 1000003ULL + static_cast<uint64_t>(o_.rank));
   uint64_t t = 0;  // steps done == own version
+  // The untrained model starts the curve (not timed: before the clock starts).
+  if (o_.rank == 0) AddCurvePoint(0, 0);
+  const double cpu_start = ProcessCpuSeconds();
   const auto start = Clock::now();
+  // Steps between intermediate evaluations (worker 0, --evals-per-epoch).
+  const size_t eval_every = std::max<size_t>(1, steps_per_epoch_ / static_cast<size_t>(o_.evals_per_epoch));
   for (int epoch = 1; epoch <= o_.epochs; ++epoch) {
     EpochRecord e;
     e.epoch = epoch;
@@ -442,6 +475,11 @@ int Trainer::Run() {
       e.publish_s += Seconds(t1, t2);
       e.wait_s += Seconds(t2, t3);
       e.staleness_max = std::max<int>(e.staleness_max, static_cast<int>(step_stale));
+      if (o_.rank == 0 && o_.evals_per_epoch > 1 && (s + 1) % eval_every == 0 &&
+          s + 1 < steps_per_epoch_) {
+        AddCurvePoint(Seconds(start, Clock::now()), t);
+        e.eval_s += Seconds(t3, Clock::now());
+      }
     }
     e.steps = steps_per_epoch_;
     e.train_loss = loss_sum / static_cast<double>(steps_per_epoch_);
@@ -464,9 +502,10 @@ int Trainer::Run() {
     if (o_.rank == 0) {
       AssembleView();
       e.test_accuracy = Evaluate(&e.test_loss);
+      curve_.push_back({Seconds(start, Clock::now()), t, e.test_accuracy});
     }
     const auto end = Clock::now();
-    e.eval_s = Seconds(eval_start, end);
+    e.eval_s += Seconds(eval_start, end);
     e.epoch_s = Seconds(epoch_start, end);
     e.wall_s = Seconds(start, end);
     e.versions_per_s = static_cast<double>(e.steps) / e.epoch_s;
@@ -478,6 +517,7 @@ int Trainer::Run() {
     Print(e);
   }
   const double total_s = Seconds(start, Clock::now());
+  cpu_s_ = ProcessCpuSeconds() - cpu_start;
   if (!o_.json.empty() && !WriteJson(epochs, total_s)) return 1;
   // Stay until every other worker holds the final model (their version t+1). Not
   // an error past the timeout: this worker has everything; another may be slow.
@@ -531,7 +571,9 @@ bool Trainer::WriteJson(const std::vector<EpochRecord>& epochs, double total_s) 
               {"compute_s", e.compute_s},
               {"publish_s", e.publish_s},
               {"wait_s", e.wait_s},
-              {"eval_s", e.eval_s}};
+              {"eval_s", e.eval_s},
+              {"sync_fraction", e.publish_s / e.epoch_s},
+              {"wait_fraction", e.wait_s / e.epoch_s}};
     if (e.test_accuracy >= 0) {
       x["test_accuracy"] = e.test_accuracy;
       x["test_loss"] = e.test_loss;
@@ -544,6 +586,12 @@ bool Trainer::WriteJson(const std::vector<EpochRecord>& epochs, double total_s) 
   j["final_test_accuracy"] =
       epochs.empty() || epochs.back().test_accuracy < 0 ? json(nullptr) : json(epochs.back().test_accuracy);
   j["total_s"] = total_s;
+  j["cpu_s"] = cpu_s_;
+  json curve = json::array();
+  for (const CurvePoint& c : curve_) {
+    curve.push_back({{"wall_s", c.wall_s}, {"step", c.step}, {"test_accuracy", c.test_accuracy}});
+  }
+  j["test_curve"] = curve;
   j["time_s"] = {{"compute", compute}, {"publish", publish}, {"wait", wait}, {"eval", eval}};
   j["time_fraction"] = {{"compute", compute / total_s},
                         {"publish", publish / total_s},
@@ -611,6 +659,9 @@ int main(int argc, char** argv) {
   app.add_option("--blas-threads", o.blas_threads, "OpenBLAS threads")->check(CLI::Range(1, 256));
   app.add_option("--reader-buffers", o.reader_buffers, "reader copies of the own area per host")
       ->check(CLI::Range(2, 4));
+  app.add_option("--evals-per-epoch", o.evals_per_epoch, "worker 0 evaluates the test set this "
+                 "many times per epoch, for the accuracy curve (the last at the epoch's end)")
+      ->check(CLI::Range(1, 100));
   app.add_flag("--quiet", o.quiet, "only the per-epoch lines");
   CLI11_PARSE(app, argc, argv);
   if (o.rank >= o.workers) {
