@@ -70,9 +70,9 @@ Buffer::Buffer(size_t bytes) : bytes_(bytes) {
 
 Buffer::~Buffer() { munmap(data_, bytes_); }
 
-void* AllocWarmArea(const char* name, size_t bytes) {
+void* AllocWarmArea(const char* name, size_t bytes, const dsm_alloc_opts* opts) {
   void* area = nullptr;
-  if (const int rc = dsm_alloc(name, bytes, nullptr, &area); rc != DSM_OK) {
+  if (const int rc = dsm_alloc(name, bytes, opts, &area); rc != DSM_OK) {
     std::fprintf(stderr, "bench: dsm_alloc('%s', %zu): %s: %s\n", name, bytes, dsm_strerror(rc),
                  dsm_last_error());
     return nullptr;

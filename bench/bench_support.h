@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "coherence/constants.h"
+#include "dsm/dsm.h"
 
 namespace dsm::bench {
 
@@ -51,8 +52,9 @@ class Buffer {
 
 // Allocates area `name` of `bytes`, writes every byte, logs it all and publishes
 // twice, so that the writer copy and both reader buffers are populated and no
-// page fault lands in a timed section. Returns nullptr and prints why on failure.
-void* AllocWarmArea(const char* name, size_t bytes);
+// page fault lands in a timed section. `opts` as for dsm_alloc (may be null).
+// Returns nullptr and prints why on failure.
+void* AllocWarmArea(const char* name, size_t bytes, const dsm_alloc_opts* opts = nullptr);
 
 // Picks `count` distinct lines of [0, lines) uniformly at random, sorted.
 // `count == lines` gives every line.

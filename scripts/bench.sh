@@ -10,16 +10,17 @@
 #   after --        passed to every benchmark executable as they are
 #
 # The figures to read: log x_plain (1line target <= 2), publish x_memcpy
-# (100% target <= 2) and x_line_copy (1% target <= 3), switch x_memcpy_area.
+# (100% target <= 2) and x_line_copy (1% target <= 3), switch x_memcpy_area,
+# tracking uffd_x_ref (1% touched target <= 1.5) and uffd_x_log (100% target <= 2).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BUILD="$ROOT/build"
 JSON_DIR=""
 EXTRA=()
-BENCHES=(log publish switch)
+BENCHES=(log publish switch tracking)
 
-usage() { sed -n '2,13p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,14p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
 
 while (($#)); do
   case "$1" in

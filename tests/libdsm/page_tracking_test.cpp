@@ -27,6 +27,7 @@
 #include "dsm/dsm.h"
 #include "tests/support/child_process.h"
 #include "tests/support/dsmd_process.h"
+#include "tests/support/plain_stores.h"
 
 namespace dsm {
 namespace {
@@ -114,34 +115,6 @@ struct StoresBoard {
   uint64_t final_hash = 0;
 };
 
-// Changes the area the way ML code does, with no dsm_log: each version uses
-// one of memcpy, std::sort, std::fill or a hand-written loop, at random places.
-void Mutate(uint8_t* area, uint64_t version, std::mt19937_64& rng) {
-  const size_t at = rng() % (kAreaBytes / 2);
-  const size_t len = 1 + rng() % (kAreaBytes / 64);
-  switch (version % 4) {
-    case 0: {
-      std::vector<uint8_t> block(len);
-      for (auto& b : block) b = static_cast<uint8_t>(rng());
-      std::memcpy(area + at, block.data(), len);
-      break;
-    }
-    case 1: {
-      auto* words = reinterpret_cast<uint32_t*>(area + (at & ~size_t{3}));
-      std::sort(words, words + len / 4, std::greater<>());
-      break;
-    }
-    case 2:
-      std::fill(area + at, area + at + len, static_cast<uint8_t>(version));
-      break;
-    default: {
-      auto* words = reinterpret_cast<uint64_t*>(area);
-      for (size_t i = rng() % 97; i < kAreaBytes / 8; i += 1 + rng() % 4096) words[i] = version * i;
-      break;
-    }
-  }
-}
-
 int StoresWriter(StoresBoard* b, int tracker) {
   if (dsm_init(nullptr) != DSM_OK) return 10;
   const dsm_alloc_opts opts = TrackedOpts(tracker);
@@ -153,12 +126,9 @@ int StoresWriter(StoresBoard* b, int tracker) {
   auto* area = static_cast<uint8_t*>(p);
   std::mt19937_64 rng(7);
   for (uint64_t v = 1; v <= kVersions; ++v) {
-    Mutate(area, v, rng);
-    if (v == 1) area[0] ^= 1;  // version 1 must differ from the zero area
+    testing::PlainStoreMutation(area, kAreaBytes, v, rng);
     b->hash[v].store(XXH3_64bits(area, kAreaBytes));
     const int rc = PublishRetrying(p);
-    // A mutation that happened to write equal bytes makes no new version; make
-    // sure each round does change something so versions count rounds.
     if (rc != DSM_OK || dsm_version(p) != v) {
       std::fprintf(stderr, "round %lu: rc %d version %lu: %s\n", static_cast<unsigned long>(v), rc,
                    static_cast<unsigned long>(dsm_version(p)), dsm_last_error());
