@@ -1,5 +1,6 @@
 // dsmctl: inspect a host's dsmd: hosts, areas (with a hash of each replica's
-// content, so operators can check replicas agree) and counters.
+// content, so operators can check replicas agree), counters, and the sync
+// epochs (versions published and applied on the host) with their pause times.
 //
 //   dsmctl [--socket S] [--json] hosts|areas|counters|all
 //   dsmctl [--socket S] watch [--interval-ms N] [--count N]
@@ -10,6 +11,7 @@
 #include <xxhash.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -183,6 +185,25 @@ json Counters(const Daemon& d) {
           {"loop_turns", c.loop_turns}};
 }
 
+// Sync epochs on this host: versions made by its writers' publishes and by the
+// daemon applying remote versions to replicas, and the pauses publishing cost.
+json Sync(const json& areas) {
+  uint64_t local = 0, replica = 0, deferred = 0;
+  double pause_total_ms = 0, pause_max_ms = 0;
+  for (const json& a : areas) {
+    const uint64_t n = a["publishes"].get<uint64_t>();
+    (a["replica"].get<bool>() ? replica : local) += n;
+    deferred += a["publishes_deferred"].get<uint64_t>();
+    pause_total_ms += a["publish_ms_avg"].get<double>() * static_cast<double>(n);
+    pause_max_ms = std::max(pause_max_ms, a["publish_ms_max"].get<double>());
+  }
+  return {{"local_publishes", local},
+          {"replica_versions_applied", replica},
+          {"publishes_deferred", deferred},
+          {"publish_pause_ms_total", pause_total_ms},
+          {"publish_pause_ms_max", pause_max_ms}};
+}
+
 void PrintTable(const json& j, const std::string& what) {
   if (what == "hosts" || what == "all") {
     std::printf("%-4s %-5s %-5s %s\n", "HOST", "UP", "SELF", "LAST HEARD");
@@ -192,17 +213,18 @@ void PrintTable(const json& j, const std::string& what) {
     }
   }
   if (what == "areas" || what == "all") {
-    std::printf("%-24s %-11s %4s %7s %10s %9s %4s %s\n", "AREA", "STATE", "HOST", "REPLICA",
-                "VERSION", "STALE ms", "RDRS", "XXH3 (version)");
+    std::printf("%-24s %-11s %4s %7s %10s %10s %9s %4s %s\n", "AREA", "STATE", "HOST", "REPLICA",
+                "SIZE", "VERSION", "STALE ms", "RDRS", "XXH3 (version)");
     for (const auto& a : j["areas"]) {
       std::string hash = "-";
       if (!a["content"].is_null()) {
         hash = a["content"]["xxh3"].get<std::string>() + " (" +
                std::to_string(a["content"]["version"].get<uint64_t>()) + ")";
       }
-      std::printf("%-24s %-11s %4d %7s %10lu %9.1f %4d %s\n", a["name"].get<std::string>().c_str(),
-                  a["state"].get<std::string>().c_str(), a["owner_host"].get<int>(),
-                  a["replica"].get<bool>() ? "yes" : "no",
+      std::printf("%-24s %-11s %4d %7s %10lu %10lu %9.1f %4d %s\n",
+                  a["name"].get<std::string>().c_str(), a["state"].get<std::string>().c_str(),
+                  a["owner_host"].get<int>(), a["replica"].get<bool>() ? "yes" : "no",
+                  static_cast<unsigned long>(a["size"].get<uint64_t>()),
                   static_cast<unsigned long>(a["version"].get<uint64_t>()),
                   a["staleness_ms"].get<double>(), a["readers"].get<int>(), hash.c_str());
     }
@@ -213,6 +235,13 @@ void PrintTable(const json& j, const std::string& what) {
         for (const auto& [r, n] : v.items()) std::printf("  dropped.%-22s %lu\n", r.c_str(), static_cast<unsigned long>(n.get<uint64_t>()));
       } else {
         std::printf("  %-30s %lu\n", k.c_str(), static_cast<unsigned long>(v.get<uint64_t>()));
+      }
+    }
+    for (const auto& [k, v] : j["sync"].items()) {
+      if (v.is_number_float()) {
+        std::printf("  sync.%-25s %.3f\n", k.c_str(), v.get<double>());
+      } else {
+        std::printf("  sync.%-25s %lu\n", k.c_str(), static_cast<unsigned long>(v.get<uint64_t>()));
       }
     }
   }
@@ -244,11 +273,13 @@ int main(int argc, char** argv) {
   }
   const bool watch = what == "watch";
   for (int i = 0; !watch || count == 0 || i < count; ++i) {
+    const json areas = Areas(d);
     const json j = {{"host", d.seg->header.host_id},
                     {"daemon_alive", d.seg->header.daemon_alive.load() != 0},
                     {"hosts", Hosts(d)},
-                    {"areas", Areas(d)},
-                    {"counters", Counters(d)}};
+                    {"areas", areas},
+                    {"counters", Counters(d)},
+                    {"sync", Sync(areas)}};
     if (watch) std::printf("\033[2J\033[H");
     if (as_json) {
       std::printf("%s\n", j.dump(2).c_str());
