@@ -24,6 +24,7 @@
 #include "libdsm/clock.h"
 #include "libdsm/control_protocol.h"
 #include "libdsm/shm_layout.h"
+#include "libdsm/tracking_names.h"
 #include "libdsm/socket_io.h"
 
 namespace {
@@ -132,6 +133,10 @@ json Areas(const Daemon& d) {
                    {"publish_ms_max", a.publish_ns_max.load() / 1e6},
                    {"publish_ms_avg", publishes ? a.publish_ns_total.load() / 1e6 / publishes : 0.0},
                    {"exported", a.export_enabled.load() != 0},
+                   {"tracking", dsm::TrackingName(a.tracking.load())},
+                   {"page_tracker", dsm::PageTrackerName(a.page_tracker.load())},
+                   {"pages_written", a.pages_written.load()},
+                   {"lines_changed", a.lines_changed.load()},
                    {"content", ContentHash(d, a)}});
   }
   return out;
@@ -213,20 +218,24 @@ void PrintTable(const json& j, const std::string& what) {
     }
   }
   if (what == "areas" || what == "all") {
-    std::printf("%-24s %-11s %4s %7s %10s %10s %9s %4s %s\n", "AREA", "STATE", "HOST", "REPLICA",
-                "SIZE", "VERSION", "STALE ms", "RDRS", "XXH3 (version)");
+    std::printf("%-24s %-11s %4s %7s %10s %10s %9s %4s %-13s %s\n", "AREA", "STATE", "HOST",
+                "REPLICA", "SIZE", "VERSION", "STALE ms", "RDRS", "TRACKING", "XXH3 (version)");
     for (const auto& a : j["areas"]) {
       std::string hash = "-";
       if (!a["content"].is_null()) {
         hash = a["content"]["xxh3"].get<std::string>() + " (" +
                std::to_string(a["content"]["version"].get<uint64_t>()) + ")";
       }
-      std::printf("%-24s %-11s %4d %7s %10lu %10lu %9.1f %4d %s\n",
+      // Page-tracked areas show their mechanism; replicas track nothing here.
+      std::string tracking = a["replica"].get<bool>() ? "-" : a["tracking"].get<std::string>();
+      if (a["page_tracker"] != "none") tracking = a["page_tracker"].get<std::string>();
+      std::printf("%-24s %-11s %4d %7s %10lu %10lu %9.1f %4d %-13s %s\n",
                   a["name"].get<std::string>().c_str(), a["state"].get<std::string>().c_str(),
                   a["owner_host"].get<int>(), a["replica"].get<bool>() ? "yes" : "no",
                   static_cast<unsigned long>(a["size"].get<uint64_t>()),
                   static_cast<unsigned long>(a["version"].get<uint64_t>()),
-                  a["staleness_ms"].get<double>(), a["readers"].get<int>(), hash.c_str());
+                  a["staleness_ms"].get<double>(), a["readers"].get<int>(), tracking.c_str(),
+                  hash.c_str());
     }
   }
   if (what == "counters" || what == "all") {

@@ -9,6 +9,7 @@
 
 #include "libdsm/errors.h"
 #include "libdsm/linux_uapi_compat.h"
+#include "libdsm/tracking_names.h"
 
 namespace dsm {
 
@@ -44,10 +45,5 @@ int PageTracker::Start(int wanted, void* addr, size_t bytes, size_t page_bytes,
 }  // namespace dsm
 
 extern "C" const char* dsm_page_tracker_name(int tracker) {
-  switch (tracker) {
-    case DSM_PAGE_TRACKER_NONE: return "none";
-    case DSM_PAGE_TRACKER_UFFD: return "uffd-wp-async";
-    case DSM_PAGE_TRACKER_MPROTECT: return "mprotect";
-    default: return "unknown";
-  }
+  return tracker < 0 ? "unknown" : dsm::PageTrackerName(static_cast<uint32_t>(tracker));
 }

@@ -136,7 +136,19 @@ TEST_P(RemotePageTracking, PlainStoresReachOtherHostsAndEqualBytesSendNothing) {
   // equal-bytes rewrite.
   ASSERT_TRUE(WaitFor([&] { return b->caught_up.load() == kReaders; }, 60000));
   std::this_thread::sleep_for(std::chrono::milliseconds(500));  // last acks settle
-  const uint64_t frames_before = cluster.Dsmctl(1)["counters"]["data_frames_out"].get<uint64_t>();
+  const auto before = cluster.Dsmctl(1);
+  const uint64_t frames_before = before["counters"]["data_frames_out"].get<uint64_t>();
+  // dsmctl on the writer's host names the mechanism and counts what it found.
+  bool listed = false;
+  for (const auto& a : before["areas"]) {
+    if (a["name"] != "remote/pages" || a["replica"].get<bool>()) continue;
+    listed = true;
+    EXPECT_EQ(a["tracking"], "pages");
+    EXPECT_EQ(a["page_tracker"], dsm_page_tracker_name(tracker));
+    EXPECT_GT(a["lines_changed"].get<uint64_t>(), 0u);
+    EXPECT_GE(a["pages_written"].get<uint64_t>() * 64, a["lines_changed"].get<uint64_t>());
+  }
+  EXPECT_TRUE(listed);
   b->rewrite_go = true;
   ASSERT_TRUE(WaitFor([&] { return b->rewrite_done.load(); }, 30000));
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
