@@ -3,6 +3,7 @@
 #include <signal.h>
 #include <spdlog/spdlog.h>
 #include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
@@ -50,7 +51,7 @@ ControlServer::~ControlServer() {
   }
   remote_.reset();
   if (backing_base_) munmap(backing_base_, backing_.bytes);
-  for (int fd : {epoll_fd_, signal_fd_, control_fd_, backing_.fd}) {
+  for (int fd : {epoll_fd_, signal_fd_, doorbell_fd_, control_fd_, backing_.fd}) {
     if (fd >= 0) close(fd);
   }
   if (segment_) munmap(segment_, sizeof(ControlSegment));
@@ -91,12 +92,13 @@ bool ControlServer::Start(std::string* error) {
 
   signal_fd_ = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
   epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
-  if (signal_fd_ < 0 || epoll_fd_ < 0) {
+  doorbell_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (signal_fd_ < 0 || epoll_fd_ < 0 || doorbell_fd_ < 0) {
     *error = Errno("cannot create event descriptors");
     return false;
   }
   if (!Listen(error)) return false;
-  for (int fd : {listen_fd_, signal_fd_}) {
+  for (int fd : {listen_fd_, signal_fd_, doorbell_fd_}) {
     epoll_event ev{};
     ev.events = EPOLLIN;
     ev.data.fd = fd;
@@ -165,9 +167,10 @@ int ControlServer::Run() {
   epoll_event events[64];
   for (;;) {
     const bool worked = remote_ && remote_->Poll(MonotonicNs());
-    const int64_t sleep_ns = IdleSleepNs(worked);
+    const int64_t sleep_ns = ArmDoorbell(IdleSleepNs(worked));
     timespec ts{sleep_ns / 1000000000, sleep_ns % 1000000000};
     const int n = epoll_pwait2(epoll_fd_, events, 64, sleep_ns < 0 ? nullptr : &ts, nullptr);
+    if (sleep_ns != 0) segment_->header.doorbell_armed.store(0, std::memory_order_relaxed);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) {
       spdlog::error("epoll_wait: {}", std::strerror(errno));
@@ -183,7 +186,10 @@ int ControlServer::Run() {
         Shutdown();
         return 0;
       }
-      if (fd == listen_fd_) {
+      if (fd == doorbell_fd_) {
+        uint64_t rings;
+        (void)!read(doorbell_fd_, &rings, sizeof(rings));  // the next turn collects
+      } else if (fd == listen_fd_) {
         Accept();
       } else if (auto it = connections_.find(fd); it != connections_.end()) {
         if (events[i].events & EPOLLIN) {
@@ -210,6 +216,17 @@ int64_t ControlServer::IdleSleepNs(bool worked) {
       std::min<uint32_t>((idle_turns_ - kSpinTurnsBeforeSleep) / kIdleTurnsPerDoubling, 6);
   const uint64_t cap = remote_->RecentlyActive(MonotonicNs()) ? kActiveSleepMaxNs : kIdleSleepMaxNs;
   return static_cast<int64_t>(std::min<uint64_t>(kIdleSleepMinNs << doublings, cap));
+}
+
+int64_t ControlServer::ArmDoorbell(int64_t sleep_ns) {
+  if (sleep_ns == 0 || !remote_ || config_.no_doorbell) return sleep_ns;
+  // seq_cst store, then a seq_cst look at each exported area's `latest`: a
+  // writer that published before the arm is seen here; one after it sees the
+  // arm and rings (ControlClient::RingDoorbell).
+  segment_->header.doorbell_armed.store(1);
+  if (!remote_->ExportDue(MonotonicNs())) return sleep_ns;
+  segment_->header.doorbell_armed.store(0, std::memory_order_relaxed);
+  return 0;
 }
 
 void ControlServer::Accept() {
@@ -252,7 +269,7 @@ void ControlServer::HandleRequest(Connection& conn) {
       case RequestType::kHello: {
         Reply reply;
         FillReply(&reply, res, conn.client.id);
-        const int fds[2] = {control_fd_, backing_.fd};
+        const int fds[3] = {control_fd_, backing_.fd, doorbell_fd_};
         SendMessage(conn.fd, &reply, sizeof(reply), fds);
         return;
       }

@@ -41,6 +41,9 @@ class ControlServer {
   void Shutdown();
   // How long the loop may sleep: 0 while remote sync has work, then doubling.
   int64_t IdleSleepNs(bool worked);
+  // Arms the doorbell before a sleep of `sleep_ns`; returns the sleep to take (0
+  // if a publish to ship slipped in before the arm).
+  int64_t ArmDoorbell(int64_t sleep_ns);
 
   uint32_t idle_turns_ = 0;
 
@@ -54,6 +57,7 @@ class ControlServer {
   int listen_fd_ = -1;
   int epoll_fd_ = -1;
   int signal_fd_ = -1;
+  int doorbell_fd_ = -1;  // eventfd writers ring after publishing an exported area
   uint32_t next_client_id_ = 1;
   std::unordered_map<int, Connection> connections_;  // by socket fd
 };

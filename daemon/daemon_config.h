@@ -26,6 +26,7 @@ struct DaemonConfig {
   std::string cluster_file;
   uint64_t pace_bits_per_sec = 0;
   bool busy_poll = false;     // spin without sleeping (hosts with a dedicated core)
+  bool no_doorbell = false;   // writers never wake the daemon (for measurement)
   net::FaultConfig faults;    // injected on sent frames, for tests
 };
 

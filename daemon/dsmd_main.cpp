@@ -70,6 +70,9 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0.0, 1e6));
   app.add_flag("--busy-poll", cfg.busy_poll,
                "Poll the network without ever sleeping (for a host with a core to spare)");
+  app.add_flag("--no-doorbell", cfg.no_doorbell,
+               "Do not let writers wake the daemon after a publish (it finds versions at its "
+               "next polling turn); for measuring what the doorbell gains");
   app.add_option("--fault-drop", cfg.faults.drop, "Tests: probability a sent frame is dropped")
       ->check(CLI::Range(0.0, 1.0));
   app.add_option("--fault-duplicate", cfg.faults.duplicate, "Tests: ... sent twice")

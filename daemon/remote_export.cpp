@@ -163,10 +163,8 @@ bool RemoteSync::ExportTurn(ExportedArea& e, uint64_t now_ns) {
   if (e.sender->subscribers() == 0) return false;
   bool worked = false;
   if (!e.in_send) {
-    // The shadow moves on only between transfers, and not while a receiver may
-    // still ask for missing frames of one (bounded by the retransmission timeout,
-    // so a silent host delays the next version at most that long).
-    const uint64_t rto = std::max(e.rto_ns, kRetransmitTimeoutNs);
+    // A silent host delays the next version at most the retransmission timeout.
+    const uint64_t rto = CollectHoldNs(e);
     if (!e.sender->AwaitingAcks(now_ns, rto) && Collect(e)) {
       e.sent.clear();
       worked = true;
@@ -183,6 +181,16 @@ bool RemoteSync::ExportTurn(ExportedArea& e, uint64_t now_ns) {
   }
   if (e.in_send) worked |= ContinueSend(e, now_ns);
   return worked;
+}
+
+bool RemoteSync::ExportDue(uint64_t now_ns) const {
+  for (const auto& [index, e] : exports_) {
+    if (e.in_send) return true;
+    if (e.sender->subscribers() == 0) continue;
+    const uint64_t latest = UnpackLatest(segment_->areas[index].latest.load()).version;
+    if (latest > e.sender->version() && !e.sender->AwaitingAcks(now_ns, CollectHoldNs(e))) return true;
+  }
+  return false;
 }
 
 void RemoteSync::OnAck(const wire::Frame& f, uint16_t host, uint64_t now_ns) {

@@ -8,6 +8,7 @@
 #ifndef DSM_DAEMON_REMOTE_SYNC_H_
 #define DSM_DAEMON_REMOTE_SYNC_H_
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <map>
@@ -43,6 +44,10 @@ class RemoteSync {
   // Whether frames flowed recently: the loop then sleeps only briefly when idle,
   // since the next frame or version is likely close.
   bool RecentlyActive(uint64_t now_ns) const { return now_ns - last_activity_ns_ < kActiveWindowNs; }
+
+  // Whether a local writer published a version that the next turn would collect
+  // and ship: the loop's last look before it sleeps with the doorbell armed.
+  bool ExportDue(uint64_t now_ns) const;
 
   // Control plane: a local client asks for `name`, which is not a local area.
   // Starts replicating it if another host has it. Returns a message for the
@@ -105,6 +110,9 @@ class RemoteSync {
   wire::Header MakeHeader(wire::FrameType type) const;
 
   // remote_export.cpp
+  // The shadow moves on only between transfers, and not while a receiver may
+  // still ask for missing frames of one (at most this long after sending).
+  static uint64_t CollectHoldNs(const ExportedArea& e) { return std::max(e.rto_ns, kRetransmitTimeoutNs); }
   void OnSubscribe(const wire::Frame& f, uint16_t host, uint64_t now_ns);
   void OnAck(const wire::Frame& f, uint16_t host, uint64_t now_ns);
   bool ExportTurn(ExportedArea& e, uint64_t now_ns);

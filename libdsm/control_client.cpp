@@ -15,6 +15,22 @@ namespace dsm {
 
 ControlClient::~ControlClient() {
   if (fd_ >= 0) close(fd_);
+  if (doorbell_fd_ >= 0) close(doorbell_fd_);
+}
+
+void ControlClient::set_doorbell(int fd) {
+  if (doorbell_fd_ >= 0) close(doorbell_fd_);
+  doorbell_fd_ = fd;
+}
+
+void ControlClient::RingDoorbell(std::atomic<uint32_t>& armed) const {
+  // The plain load first: while the daemon is awake this costs no write to a
+  // shared cache line. seq_cst, after the publish's seq_cst store to `latest`:
+  // either the daemon, arming before its last look at `latest`, sees the new
+  // version, or we see it armed.
+  if (doorbell_fd_ < 0 || armed.load() == 0 || armed.exchange(0) == 0) return;
+  const uint64_t one = 1;
+  (void)!write(doorbell_fd_, &one, sizeof(one));  // EAGAIN: already ringing
 }
 
 int ControlClient::Connect(const std::string& path, int timeout_ms) {

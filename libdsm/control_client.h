@@ -2,6 +2,8 @@
 #ifndef DSM_LIBDSM_CONTROL_CLIENT_H_
 #define DSM_LIBDSM_CONTROL_CLIENT_H_
 
+#include <atomic>
+#include <cstdint>
 #include <mutex>
 #include <span>
 #include <string>
@@ -21,9 +23,16 @@ class ControlClient {
   int Call(Request req, Reply* reply, std::span<int> fds = {});
   bool daemon_gone() const { return gone_; }
 
+  // Takes ownership of the doorbell eventfd the daemon passed at hello (-1: none).
+  void set_doorbell(int fd);
+  // Wakes the daemon after a publish it must ship, if it is asleep waiting for
+  // one (it set `armed`). Lock-free: callable from any thread.
+  void RingDoorbell(std::atomic<uint32_t>& armed) const;
+
  private:
   std::mutex mu_;
   int fd_ = -1;
+  int doorbell_fd_ = -1;
   int timeout_ms_ = 2000;
   bool gone_ = false;
   std::string path_;

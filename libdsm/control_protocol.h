@@ -15,7 +15,7 @@ inline constexpr uint32_t kProtocolVersion = 1;
 inline constexpr size_t kMaxMessageChars = 256;
 
 enum class RequestType : uint32_t {
-  kHello = 1,   // reply carries the control segment and region backing fds
+  kHello = 1,   // reply carries the control segment, region backing and doorbell fds
   kAlloc = 2,
   kAttach = 3,
   kFree = 4,

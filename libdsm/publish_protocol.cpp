@@ -1,8 +1,35 @@
 #include "libdsm/publish_protocol.h"
 
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #include <atomic>
+#include <bit>
+#include <climits>
+#include <ctime>
 
 namespace dsm {
+
+namespace {
+
+// futex words are 32 bits: the low half of `latest` holds the version's low
+// bits, so it changes with every publish.
+static_assert(std::endian::native == std::endian::little);
+uint32_t* LatestLowHalf(AreaControl& area) { return reinterpret_cast<uint32_t*>(&area.latest); }
+
+// Shared (not FUTEX_PRIVATE): waiters and publishers are different processes.
+long Futex(uint32_t* word, int op, uint32_t value, const timespec* timeout) {
+  return syscall(SYS_futex, word, op, value, timeout, nullptr, 0);
+}
+
+void WakeVersionWaiters(AreaControl& area) {
+  // seq_cst, after the store to `latest`: a waiter either counted itself before
+  // (we wake it) or reads the new `latest` after (it does not sleep).
+  if (area.version_waiters.load() != 0) Futex(LatestLowHalf(area), FUTEX_WAKE, INT_MAX, nullptr);
+}
+
+}  // namespace
 
 uint32_t PinnedBuffers(const AreaControl& area) {
   uint32_t pinned = 0;
@@ -27,9 +54,21 @@ void CompletePublish(AreaControl& area, uint32_t target, uint64_t version, uint6
   area.buffer_version[target].store(version);
   area.buffer_published_ns[target].store(now_ns);
   area.latest.store(PackLatest(version, target));
+  WakeVersionWaiters(area);
   area.confirmed_ns.store(now_ns);
   area.publishes.fetch_add(1, std::memory_order_relaxed);
   area.bytes_published.fetch_add(bytes_copied, std::memory_order_relaxed);
+}
+
+void WaitForNewerVersion(AreaControl& area, uint64_t seen, uint64_t timeout_ns) {
+  area.version_waiters.fetch_add(1);
+  if (area.latest.load() == seen) {
+    const timespec ts{static_cast<time_t>(timeout_ns / 1'000'000'000),
+                      static_cast<long>(timeout_ns % 1'000'000'000)};
+    // Sleeps only while the low half still equals what we saw (checked by the kernel).
+    Futex(LatestLowHalf(area), FUTEX_WAIT, static_cast<uint32_t>(seen), &ts);
+  }
+  area.version_waiters.fetch_sub(1);
 }
 
 bool PinLatest(AreaControl& area, uint32_t slot, uint32_t current, LatestVersion* out) {

@@ -25,6 +25,10 @@ int ChoosePublishTarget(AreaControl& area);
 void CompletePublish(AreaControl& area, uint32_t target, uint64_t version, uint64_t now_ns,
                      size_t bytes_copied);
 
+// Blocks until `latest` differs from `seen` (a value read before) or `timeout_ns`
+// passes (or a spurious wake-up). CompletePublish wakes the waiters.
+void WaitForNewerVersion(AreaControl& area, uint64_t seen, uint64_t timeout_ns);
+
 // Pins the newest complete version in reader slot `slot`, next to `current`
 // (which stays pinned). Returns false if the writer kept replacing it.
 bool PinLatest(AreaControl& area, uint32_t slot, uint32_t current, LatestVersion* out);

@@ -13,6 +13,7 @@
 #include "libdsm/clock.h"
 #include "libdsm/errors.h"
 #include "libdsm/log_cache.h"
+#include "libdsm/publish_protocol.h"
 #include "libdsm/quiescence_gate.h"
 
 namespace dsm {
@@ -23,6 +24,9 @@ namespace {
 constexpr uint64_t kDefaultQuiesceTimeoutUs = 5000;
 // Attach polls the directory at this period while the name is unknown.
 constexpr uint32_t kAttachPollMs = 2;
+// dsm_wait_version sleeps on the area's version at most this long at a time
+// before it looks for sync work of its own that became due.
+constexpr uint64_t kVersionWaitSliceNs = 200 * 1000;
 
 uint64_t EnvU64(const char* name, uint64_t fallback) {
   const char* v = std::getenv(name);
@@ -46,12 +50,13 @@ int ClientSession::Open(const dsm_init_opts* opts, std::unique_ptr<ClientSession
   Request req{};
   req.type = RequestType::kHello;
   Reply reply{};
-  int fds[2] = {-1, -1};
+  int fds[3] = {-1, -1, -1};  // control segment, region backing, doorbell
   if (int rc = s->control_.Call(req, &reply, fds); rc != DSM_OK) return rc;
   if (fds[0] < 0 || fds[1] < 0) {
     for (int fd : fds) if (fd >= 0) close(fd);
     return Fail(DSM_ERR_PROTOCOL, "dsmd at {} did not pass its shared memory", path);
   }
+  s->control_.set_doorbell(fds[2]);
   s->client_id_ = reply.client_id;
   s->region_fd_ = fds[1];
   void* seg = mmap(nullptr, sizeof(ControlSegment), PROT_READ | PROT_WRITE, MAP_SHARED, fds[0], 0);
@@ -233,6 +238,11 @@ void ClientSession::SyncWork(uint64_t now_ns, const void* forced_area, int* forc
       const int rc = a.writer->Publish(now_ns);
       const uint64_t took = MonotonicNs() - t0;
       AreaControl* c = a.writer->control();
+      // Another host reads this area: wake dsmd so it ships the version now
+      // rather than at its next polling turn.
+      if (rc == DSM_OK && c->export_enabled.load(std::memory_order_relaxed)) {
+        control_.RingDoorbell(segment_->header.doorbell_armed);
+      }
       c->publish_ns_total.fetch_add(took, std::memory_order_relaxed);
       if (took > c->publish_ns_max.load(std::memory_order_relaxed)) c->publish_ns_max.store(took);
       if (forced) *forced_rc = rc;
@@ -293,7 +303,19 @@ int ClientSession::WaitVersion(const void* area, uint64_t version, uint32_t time
     reader = a->reader.get();
   }
   const uint64_t deadline = MonotonicNs() + uint64_t{timeout_ms} * 1000000;
-  const bool ok = QuiescenceGate::Instance().WaitQuiescent(
+  QuiescenceGate& gate = QuiescenceGate::Instance();
+  // Until that version exists, sleep on `latest` itself, woken by its publish,
+  // rather than re-checking at the gate's period; offline meanwhile (this thread
+  // is at a quiescent point), and back in slices to do this process's due syncs.
+  AreaControl* control = reader->control();
+  for (;;) {
+    const uint64_t word = control->latest.load();
+    const uint64_t now = MonotonicNs();
+    if (UnpackLatest(word).version >= version || now >= deadline || AnythingDue(now)) break;
+    gate.Offline();
+    WaitForNewerVersion(*control, word, std::min(deadline - now, kVersionWaitSliceNs));
+  }
+  const bool ok = gate.WaitQuiescent(
       [&] { return reader->version() >= version; },
       [&] { return AnythingDue(MonotonicNs()); },
       [&] { SyncWork(MonotonicNs(), nullptr, nullptr); }, deadline);

@@ -14,7 +14,7 @@
 namespace dsm {
 
 inline constexpr uint64_t kControlMagic = 0x4d53442d4c54434eULL;  // "NCTL-DSM"
-inline constexpr uint32_t kLayoutVersion = 3;
+inline constexpr uint32_t kLayoutVersion = 4;
 inline constexpr uint32_t kNoBuffer = 0xff;
 // A reader's pin word: the buffer it maps (low byte) and the one it is moving to
 // (second byte); kNoBuffer in a byte pins nothing.
@@ -98,6 +98,10 @@ struct alignas(64) AreaControl {
   // when the reader leaves; the reader alone writes its pin.
   alignas(64) std::atomic<uint32_t> reader_pin[kMaxReadersPerArea];
   std::atomic<uint32_t> reader_client[kMaxReadersPerArea];
+
+  // Threads of any process blocked (futex on the low half of `latest`) until a
+  // newer version; whoever stores `latest` wakes them only if this is nonzero.
+  alignas(64) std::atomic<uint32_t> version_waiters;
 };
 
 // dsmd's remote-sync counters, written by dsmd alone and read by dsmctl and
@@ -154,6 +158,11 @@ struct alignas(64) ControlHeader {
   uint32_t reserved;
   HostInfo hosts[kMaxHosts];
   RemoteCounters remote;
+  // The doorbell (an eventfd dsmd passes at hello): dsmd sets this to 1 before
+  // it sleeps; a writer that completed a publish of an exported area rings the
+  // doorbell only if it takes the 1 (exchange), so a writer publishing at a high
+  // rate pays one write() per daemon sleep, not one per publish.
+  std::atomic<uint32_t> doorbell_armed;
 };
 
 struct ControlSegment {

@@ -23,6 +23,7 @@
 #   --build DIR      meson build directory (default build)
 #   --no-build       use the binaries as they are
 #   --keep           keep the work dir (logs, per-run JSON) and print its path
+#   --dsmd-args ARGS extra dsmd arguments, space-separated (e.g. "--no-doorbell")
 #
 # memif links exactly two hosts (point to point; dsmd opens one port), so memif
 # runs only with R = 1; R = 3 configurations for memif are skipped with a note.
@@ -42,6 +43,7 @@ WINDOW=2
 ROUNDS=20000
 DO_BUILD=1
 KEEP=0
+DSMD_ARGS=()
 prog=dsm-bench.sh
 
 die() { echo "$prog: $*" >&2; exit 1; }
@@ -70,6 +72,7 @@ while (($#)); do
     --build) BUILD=${2:?--build needs a directory}; shift 2 ;;
     --no-build) DO_BUILD=0; shift ;;
     --keep) KEEP=1; shift ;;
+    --dsmd-args) read -r -a DSMD_ARGS <<<"${2?--dsmd-args needs a value}"; shift 2 ;;
     -h | --help) usage; exit 0 ;;
     *) echo "$prog: unknown argument '$1'" >&2; usage >&2; exit 2 ;;
   esac
@@ -249,7 +252,7 @@ for cfg in "${cfgs[@]}"; do
   fi
 
   for ((h = 1; h <= hosts; h++)); do
-    "$CLUSTER" start "$h" --dir "$dir" >>"$WORK/c$idx-up.log" 2>&1 \
+    "$CLUSTER" start "$h" --dir "$dir" -- "${DSMD_ARGS[@]}" >>"$WORK/c$idx-up.log" 2>&1 \
       || { tail -n 30 "$dir/h$h.log" >&2 || true; die "dsmd on host $h did not start for $label"; }
   done
 
@@ -293,7 +296,7 @@ for cfg in "${cfgs[@]}"; do
 done
 
 elapsed=$(($(date +%s) - started))
-NOTES+=("$(nproc) CPUs, loadavg $(cut -d' ' -f1-3 /proc/loadavg), ${elapsed}s; area $SIZE, ${SECONDS_PER_RUN}s per run, window $WINDOW; raw = bench/raw_throughput receiver on h2, same device and namespaces, no dsmd running")
+NOTES+=("$(nproc) CPUs, loadavg $(cut -d' ' -f1-3 /proc/loadavg), ${elapsed}s; area $SIZE, ${SECONDS_PER_RUN}s per run, window $WINDOW${DSMD_ARGS[*]:+, dsmd ${DSMD_ARGS[*]}}; raw = bench/raw_throughput receiver on h2, same device and namespaces, no dsmd running")
 if command -v git >/dev/null 2>&1 && git -C "$ROOT" rev-parse --git-dir >/dev/null 2>&1; then
   dirty=$(git -C "$ROOT" status --porcelain -- daemon coherence net libdsm 2>/dev/null | awk '{print $2}' | tr '\n' ' ')
   NOTES+=("source: commit $(git -C "$ROOT" rev-parse --short HEAD)${dirty:+, uncommitted changes in: $dirty}")
