@@ -341,6 +341,7 @@ struct WriterOptions {
   double seconds = 0;
   uint32_t warmup = 3;
   uint32_t window = 2;
+  uint32_t gap_ms = 0;  // pause before each round (daemons go idle, as between training steps)
   uint64_t seed = 1;
   uint32_t sync_interval_us = 1000;
   uint32_t reader_buffers = 0;
@@ -399,6 +400,7 @@ json Writer::ConfigJson() const {
           {"seconds_max", o_.seconds},
           {"warmup_rounds", o_.warmup},
           {"window", o_.window},
+          {"gap_ms", o_.gap_ms},
           {"seed", o_.seed},
           {"sync_interval_us", o_.sync_interval_us},
           {"reader_buffers", o_.reader_buffers == 0 ? 2 : o_.reader_buffers},
@@ -578,6 +580,7 @@ bool Writer::Publish(uint64_t version, std::string* error) {
 }
 
 bool Writer::Round(uint64_t version, std::string* error) {
+  if (o_.gap_ms > 0) SleepNs(uint64_t{o_.gap_ms} * kMs);
   const uint64_t w0 = MonotonicNs();
   // The SSP-style bound: at most `window` versions ahead of the slowest reader.
   if (version > o_.window && !WaitReaders(version - o_.window, error)) return false;
@@ -1148,6 +1151,7 @@ int Main(int argc, char** argv) {
                  "a round starts when every reader sees the version this many rounds back "
                  "(1: lock step)")
       ->check(CLI::Range(1, 1000))->capture_default_str();
+  wr->add_option("--gap-ms", w.gap_ms, "pause before each round, ms (0: none)");
   wr->add_option("--seed", w.seed, "seed of the line choice")->capture_default_str();
   wr->add_option("--name", w.name, "area name (default dsm-bench/<pid>; readers learn it from the board)");
   wr->add_option("--sync-interval-us", w.sync_interval_us, "the area's sync interval")

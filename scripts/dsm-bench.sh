@@ -19,6 +19,8 @@
 #                    af_packet:1500:1,af_packet:1500:3,af_packet:9000:1,af_packet:9000:3,memif:1500:1,
 #                    memif:9000:1,memif:1500:3 -- the last is skipped with a note, see below)
 #   --window W       a round starts when every reader sees the version W rounds back (default 2)
+#   --gap-ms MS      the writer pauses this long before each round (default 0), so the
+#                    daemons go idle between versions as between training steps
 #   --out FILE       combined JSON (default results/bench/dsm-bench.json)
 #   --build DIR      meson build directory (default build)
 #   --no-build       use the binaries as they are
@@ -40,6 +42,7 @@ RAW_SECONDS=3
 FRACTIONS=1.0,0.01
 CONFIGS=af_packet:1500:1,af_packet:1500:3,af_packet:9000:1,af_packet:9000:3,memif:1500:1,memif:9000:1,memif:1500:3
 WINDOW=2
+GAP_MS=0
 ROUNDS=20000
 DO_BUILD=1
 KEEP=0
@@ -68,6 +71,7 @@ while (($#)); do
     --fractions) FRACTIONS=${2:?--fractions needs a value}; shift 2 ;;
     --configs) CONFIGS=${2:?--configs needs a value}; shift 2 ;;
     --window) WINDOW=${2:?--window needs a value}; shift 2 ;;
+    --gap-ms) GAP_MS=${2:?--gap-ms needs a value}; shift 2 ;;
     --out) OUT=${2:?--out needs a file}; shift 2 ;;
     --build) BUILD=${2:?--build needs a directory}; shift 2 ;;
     --no-build) DO_BUILD=0; shift ;;
@@ -272,7 +276,7 @@ for cfg in "${cfgs[@]}"; do
     rc=0
     "$CLUSTER" exec 1 --dir "$dir" -- timeout --kill-after=5 $((SECONDS_PER_RUN + 240)) "$BENCH" writer \
       --socket "$dir/h1.sock" --board "$board" --readers "$readers" "${peers[@]}" \
-      --size "$SIZE" --fraction "$f" --rounds "$ROUNDS" --seconds "$SECONDS_PER_RUN" --window "$WINDOW" \
+      --size "$SIZE" --fraction "$f" --rounds "$ROUNDS" --seconds "$SECONDS_PER_RUN" --window "$WINDOW" --gap-ms "$GAP_MS" \
       --timeout-s 60 --dsmctl "$DSMCTL" --raw-json "$raw_uni" "${mcast_args[@]}" \
       --label "$label" --device "$device" --mtu "$mtu" --json "$run.json" \
       >"$run-writer.log" 2>&1 &
@@ -296,7 +300,7 @@ for cfg in "${cfgs[@]}"; do
 done
 
 elapsed=$(($(date +%s) - started))
-NOTES+=("$(nproc) CPUs, loadavg $(cut -d' ' -f1-3 /proc/loadavg), ${elapsed}s; area $SIZE, ${SECONDS_PER_RUN}s per run, window $WINDOW${DSMD_ARGS[*]:+, dsmd ${DSMD_ARGS[*]}}; raw = bench/raw_throughput receiver on h2, same device and namespaces, no dsmd running")
+NOTES+=("$(nproc) CPUs, loadavg $(cut -d' ' -f1-3 /proc/loadavg), ${elapsed}s; area $SIZE, ${SECONDS_PER_RUN}s per run, window $WINDOW, gap ${GAP_MS} ms${DSMD_ARGS[*]:+, dsmd ${DSMD_ARGS[*]}}; raw = bench/raw_throughput receiver on h2, same device and namespaces, no dsmd running")
 if command -v git >/dev/null 2>&1 && git -C "$ROOT" rev-parse --git-dir >/dev/null 2>&1; then
   dirty=$(git -C "$ROOT" status --porcelain -- daemon coherence net libdsm 2>/dev/null | awk '{print $2}' | tr '\n' ' ')
   NOTES+=("source: commit $(git -C "$ROOT" rev-parse --short HEAD)${dirty:+, uncommitted changes in: $dirty}")
