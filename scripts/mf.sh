@@ -12,10 +12,8 @@
 set -euo pipefail
 
 prog=mf.sh
-die() { echo "$prog: $*" >&2; exit 1; }
-
-repo_root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-CLUSTER=$repo_root/scripts/cluster.sh
+# shellcheck source=scripts/lib/cluster_job.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib/cluster_job.sh"
 BIN=${MF:-$repo_root/build/examples/matrix_factorization/mf}
 
 usage() {
@@ -59,62 +57,21 @@ while (($#)); do
   esac
 done
 [[ -n $hosts ]] || die "how many hosts? usage: $0 --hosts N [options] (see --help)"
-if ! [[ $hosts =~ ^[0-9]+$ ]] || ((10#$hosts < 1 || 10#$hosts > 63)); then
-  die "--hosts must be a number from 1 to 63, not '$hosts'"
-fi
-hosts=$((10#$hosts))
-((EUID == 0)) || die "needs root (network namespaces for the virtual cluster); run it with sudo"
+hosts=$(job_host_count "$hosts")
+job_require_root
 [[ -x $BIN ]] || die "$BIN not found; build it first: ninja -C build examples/matrix_factorization/mf"
-
 [[ -z $json ]] || json=$(realpath -m -- "$json")
-if [[ -n $out ]]; then
-  out=$(realpath -m -- "$out")
-  mkdir -p "$out"
-  logs=$out
-else
-  logs=$(mktemp -d /tmp/dsm-mf.XXXXXX)
-fi
-
-pids=()
-cluster_up=0
-# shellcheck disable=SC2317  # invoked by the traps
-cleanup() {
-  local rc=$?
-  trap - EXIT INT TERM
-  local p
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  if ((cluster_up)); then
-    "$CLUSTER" down --dir "$dir" >/dev/null 2>&1 || echo "$prog: warning: cluster down failed" >&2
-  fi
-  if [[ -z $out ]]; then rm -rf -- "$logs"; fi
-  exit "$rc"
-}
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
-
-echo "$prog: bringing up $hosts host(s) in $dir (MTU $mtu)"
-cluster_up=1
-"$CLUSTER" up "$hosts" --dir "$dir" --mtu "$mtu" >"$logs/cluster.log" 2>&1 \
-  || { cat "$logs/cluster.log" >&2; die "the virtual cluster did not come up"; }
+job_logs_dir mf
+job_cluster_up "$hosts" --mtu "$mtu"
 
 echo "$prog: matrix factorization on $hosts worker(s)"
 for ((k = 0; k < hosts; k++)); do
   wjson=$logs/worker$k.json
   [[ $k -ne 0 || -z $json ]] || wjson=$json
-  "$CLUSTER" exec "$((k + 1))" --dir "$dir" -- \
-    "$BIN" --workers "$hosts" --rank "$k" --json "$wjson" "${prog_args[@]}" 2>&1 \
-    | tee "$logs/worker$k.log" &
-  pids+=($!)
+  job_start "$((k + 1))" "$logs/worker$k.log" "" \
+    "$BIN" --workers "$hosts" --rank "$k" --json "$wjson" "${prog_args[@]}"
 done
-
 failed=0
-for k in "${!pids[@]}"; do
-  if ! wait "${pids[k]}"; then
-    echo "$prog: worker $k failed (log: $logs/worker$k.log)" >&2
-    failed=1
-  fi
-done
-pids=()
+job_wait_all || failed=1
 [[ -z $json || $failed -ne 0 ]] || echo "$prog: worker 0's summary: $json"
 exit "$failed"

@@ -10,10 +10,8 @@
 set -euo pipefail
 
 prog=samples.sh
-die() { echo "$prog: $*" >&2; exit 1; }
-
-repo_root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-CLUSTER=$repo_root/scripts/cluster.sh
+# shellcheck source=scripts/lib/cluster_job.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib/cluster_job.sh"
 BIN_DIR=${SAMPLES_DIR:-$repo_root/build/examples/samples}
 
 usage() {
@@ -50,79 +48,38 @@ while (($#)); do
     *) die "unknown argument '$1' (see --help)" ;;
   esac
 done
-for v in hosts rounds keys; do
+hosts=$(job_host_count "$hosts")
+for v in rounds keys; do
   [[ ${!v} =~ ^[0-9]+$ ]] && ((10#${!v} >= 1)) || die "--$v must be a positive number, not '${!v}'"
 done
-((10#$hosts <= 63)) || die "--hosts must be at most 63"
 procs=${procs:-$hosts}
 [[ $procs =~ ^[0-9]+$ ]] && ((10#$procs >= 2 && 10#$procs <= 64)) \
   || die "--procs must be a number from 2 to 64, not '$procs'"
-((EUID == 0)) || die "needs root (network namespaces for the virtual cluster); run it with sudo"
+job_require_root
 for b in sample_barrier sample_hashtable; do
   [[ -x $BIN_DIR/$b ]] || die "$BIN_DIR/$b not found; build it first: ninja -C build examples/samples/$b"
 done
 
-if [[ -n $out ]]; then
-  out=$(realpath -m -- "$out")
-  mkdir -p "$out"
-  logs=$out
-else
-  logs=$(mktemp -d /tmp/dsm-samples.XXXXXX)
-fi
-
-pids=()
-cluster_up=0
-# shellcheck disable=SC2317  # invoked by the traps
-cleanup() {
-  local rc=$?
-  trap - EXIT INT TERM
-  local p
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  if ((cluster_up)); then
-    "$CLUSTER" down --dir "$dir" >/dev/null 2>&1 || echo "$prog: warning: cluster down failed" >&2
-  fi
-  if [[ -z $out ]]; then rm -rf -- "$logs"; fi
-  exit "$rc"
-}
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
-
-echo "$prog: bringing up $hosts host(s) in $dir"
-cluster_up=1
-"$CLUSTER" up "$hosts" --dir "$dir" >"$logs/cluster.log" 2>&1 \
-  || { cat "$logs/cluster.log" >&2; die "the virtual cluster did not come up"; }
-
-# Starts a command on a host in the background, its output prefixed and kept in a log;
-# the subshell's status is the command's (pipefail), not tee's.
+job_logs_dir samples
+job_cluster_up "$hosts"
 failed=0
-start() {
-  local h=$1 log=$2
-  shift 2
-  (set -o pipefail; "$CLUSTER" exec "$h" --dir "$dir" -- "$@" 2>&1 | sed "s/^/[host $h] /" \
-    | tee "$log") &
-  pids+=($!)
-}
-wait_all() {
-  local p
-  for p in "${pids[@]}"; do wait "$p" || failed=1; done
-  pids=()
-}
 
 echo "$prog: barrier, $procs processes, $rounds rounds"
 for ((k = 0; k < procs; k++)); do
-  start "$((k % hosts + 1))" "$logs/barrier$k.log" "$BIN_DIR/sample_barrier" \
+  job_start "$((k % hosts + 1))" "$logs/barrier$k.log" "[host $((k % hosts + 1))]" \
+    "$BIN_DIR/sample_barrier" \
     --workers "$procs" --rank "$k" --rounds "$rounds" --json "$logs/barrier$k.json"
 done
-wait_all
+job_wait_all || failed=1
 
 echo "$prog: hash table, built on host 1, looked up by $((procs - 1)) process(es)"
-start 1 "$logs/hashtable-build.log" "$BIN_DIR/sample_hashtable" build --keys "$keys" \
+job_start 1 "$logs/hashtable-build.log" "[host 1]" "$BIN_DIR/sample_hashtable" build --keys "$keys" \
   --readers "$((procs - 1))" --json "$logs/hashtable.json"
 for ((k = 1; k < procs; k++)); do
-  start "$((k % hosts + 1))" "$logs/hashtable-lookup$k.log" "$BIN_DIR/sample_hashtable" lookup \
+  job_start "$((k % hosts + 1))" "$logs/hashtable-lookup$k.log" "[host $((k % hosts + 1))]" \
+    "$BIN_DIR/sample_hashtable" lookup \
     --keys "$keys" --reader "$((k - 1))"
 done
-wait_all
+job_wait_all || failed=1
 ((failed == 0)) || echo "$prog: a sample failed (logs: $logs)" >&2
 exit "$failed"

@@ -13,10 +13,8 @@
 set -euo pipefail
 
 prog=train.sh
-die() { echo "$prog: $*" >&2; exit 1; }
-
-repo_root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-CLUSTER=$repo_root/scripts/cluster.sh
+# shellcheck source=scripts/lib/cluster_job.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib/cluster_job.sh"
 build_dir=${BUILD_DIR:-build}
 [[ $build_dir == /* ]] || build_dir=$repo_root/$build_dir
 BIN=${FASHION_MNIST:-$build_dir/examples/fashion_mnist}
@@ -70,10 +68,7 @@ while (($#)); do
   esac
 done
 [[ -n $hosts ]] || die "how many hosts? usage: $0 --hosts N [options] (see --help)"
-if ! [[ $hosts =~ ^[0-9]+$ ]] || ((10#$hosts < 1 || 10#$hosts > 63)); then
-  die "--hosts must be a number from 1 to 63, not '$hosts'"
-fi
-hosts=$((10#$hosts))
+hosts=$(job_host_count "$hosts")
 [[ $model == mlp || $model == softmax ]] || die "--model must be mlp or softmax, not '$model'"
 # Softmax regression epochs take a fraction of a second: it gets more of them.
 if [[ -z $epochs ]]; then
@@ -82,46 +77,12 @@ fi
 if ! [[ $epochs =~ ^[0-9]+$ ]] || ((10#$epochs < 1)); then
   die "--epochs must be a positive number, not '$epochs'"
 fi
-((EUID == 0)) || die "needs root (network namespaces for the virtual cluster); run it with sudo"
+job_require_root
 [[ -x $BIN ]] || die "$BIN not found; build it first: ninja -C build examples/fashion_mnist"
 
-# Absolute paths: the workers run with the cluster's working directory semantics unchanged,
-# but a relative path must not depend on where cluster.sh happens to cd.
-abspath() { realpath -m -- "$1"; }
-[[ -z $json ]] || json=$(abspath "$json")
-if [[ -n $out ]]; then
-  out=$(abspath "$out")
-  mkdir -p "$out"
-  logs=$out
-else
-  logs=$(mktemp -d /tmp/dsm-train.XXXXXX)
-fi
-
-pids=()
-cluster_up=0
-# shellcheck disable=SC2317  # invoked by the traps
-cleanup() {
-  local rc=$?
-  # A second Ctrl-C must not cut the teardown short (cluster.sh inherits the
-  # ignored signals, so it is not interrupted either).
-  trap '' INT TERM
-  trap - EXIT
-  local p
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  if ((cluster_up)); then
-    "$CLUSTER" down --dir "$dir" >/dev/null 2>&1 || echo "$prog: warning: cluster down failed" >&2
-  fi
-  if [[ -z $out ]]; then rm -rf -- "$logs"; fi
-  exit "$rc"
-}
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
-
-echo "$prog: bringing up $hosts host(s) in $dir (MTU $mtu)"
-cluster_up=1
-"$CLUSTER" up "$hosts" --dir "$dir" --mtu "$mtu" >"$logs/cluster.log" 2>&1 \
-  || { cat "$logs/cluster.log" >&2; die "the virtual cluster did not come up"; }
+[[ -z $json ]] || json=$(realpath -m -- "$json")
+job_logs_dir train
+job_cluster_up "$hosts" --mtu "$mtu"
 
 # The daemons' CPU time (user + system, clock ticks) from /proc, to report their share.
 daemon_ticks() {
@@ -147,20 +108,13 @@ for ((k = 0; k < hosts; k++)); do
   wjson=$logs/worker$k.json
   [[ $k -ne 0 || -z $json ]] || wjson=$json
   # OpenBLAS threads: 1, the workers and daemons share the machine's cores.
-  "$CLUSTER" exec "$h" --dir "$dir" -- env OPENBLAS_NUM_THREADS=1 \
+  job_start "$h" "$logs/worker$k.log" "" env OPENBLAS_NUM_THREADS=1 \
     "$BIN" --model "$model" --epochs "$epochs" --workers "$hosts" --rank "$k" \
-    --json "$wjson" "${prog_args[@]}" 2>&1 | tee "$logs/worker$k.log" &
-  pids+=($!)
+    --json "$wjson" "${prog_args[@]}"
 done
 
 failed=0
-for k in "${!pids[@]}"; do
-  if ! wait "${pids[k]}"; then
-    echo "$prog: worker $k failed (log: $logs/worker$k.log)" >&2
-    failed=1
-  fi
-done
-pids=()
+job_wait_all || failed=1
 elapsed_ns=$(($(date +%s%N) - start_ns))
 machine_busy=$(($(machine_ticks) - machine0))
 [[ -z $json || $failed -ne 0 ]] || echo "$prog: worker 0's summary: $json"
