@@ -11,6 +11,7 @@
 
 #include "dsm/dsm.h"
 #include "tests/support/child_process.h"
+#include "tests/support/dsm_helpers.h"
 #include "tests/support/dsmd_process.h"
 
 namespace dsm {
@@ -19,22 +20,11 @@ namespace {
 using testing::Reap;
 using testing::Shared;
 using testing::Spawn;
+using testing::FreeHugepages;
+using testing::HugetlbfsMounted;
 
-constexpr uint32_t kHugetlbfsMagic = 0x958458f6;
 constexpr size_t kAreaBytes = 2u << 20;
 constexpr uint64_t kVersions = 100;
-
-uint64_t FreeHugepages() {
-  std::ifstream in("/sys/kernel/mm/hugepages/hugepages-2048kB/free_hugepages");
-  uint64_t n = 0;
-  in >> n;
-  return n;
-}
-
-bool HugetlbfsMounted() {
-  struct statfs st {};
-  return statfs("/dev/hugepages", &st) == 0 && static_cast<uint32_t>(st.f_type) == kHugetlbfsMagic;
-}
 
 struct Board {
   std::atomic<bool> allocated{false};

@@ -9,7 +9,6 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/mman.h>
-#include <sys/statfs.h>
 #include <xxhash.h>
 
 #include <algorithm>
@@ -18,7 +17,6 @@
 #include <chrono>
 #include <cstdint>
 #include <cstring>
-#include <fstream>
 #include <random>
 #include <string>
 #include <thread>
@@ -26,6 +24,7 @@
 
 #include "dsm/dsm.h"
 #include "tests/support/child_process.h"
+#include "tests/support/dsm_helpers.h"
 #include "tests/support/dsmd_process.h"
 #include "tests/support/plain_stores.h"
 
@@ -52,16 +51,6 @@ std::string Name(const ::testing::TestParamInfo<Param>& info) {
          (info.param.backing == Backing::kMemfd ? "Memfd" : "Hugetlbfs");
 }
 
-bool HugetlbfsReady() {
-  struct statfs st {};
-  if (statfs("/dev/hugepages", &st) != 0 || static_cast<uint32_t>(st.f_type) != 0x958458f6u) {
-    return false;
-  }
-  std::ifstream in("/sys/kernel/mm/hugepages/hugepages-2048kB/free_hugepages");
-  long free_pages = 0;
-  return static_cast<bool>(in >> free_pages) && free_pages >= 16;
-}
-
 dsm_alloc_opts TrackedOpts(int tracker) {
   dsm_alloc_opts o{};
   o.tracking = DSM_TRACK_PAGES;
@@ -70,22 +59,14 @@ dsm_alloc_opts TrackedOpts(int tracker) {
   return o;
 }
 
-// Publishes, retrying while local readers hold the spare buffers.
-int PublishRetrying(void* area) {
-  int rc = DSM_ERR_BUSY;
-  for (int i = 0; i < 20000 && rc == DSM_ERR_BUSY; ++i) {
-    rc = dsm_publish(area);
-    if (rc == DSM_ERR_BUSY) std::this_thread::sleep_for(std::chrono::microseconds(50));
-  }
-  return rc;
-}
-
 class PageTracking : public ::testing::TestWithParam<Param> {
  protected:
   void SetUp() override {
     std::vector<std::string> args{"--region-size", "64M"};
     if (GetParam().backing == Backing::kHugetlbfs) {
-      if (!HugetlbfsReady()) GTEST_SKIP() << "needs hugetlbfs on /dev/hugepages with 16 free pages";
+      if (!testing::HugetlbfsMounted() || testing::FreeHugepages() < 16) {
+        GTEST_SKIP() << "needs hugetlbfs on /dev/hugepages with 16 free pages";
+      }
       args.insert(args.end(), {"--backing", "hugetlbfs"});
     }
     daemon_ = std::make_unique<DsmdProcess>(args);
@@ -128,7 +109,7 @@ int StoresWriter(StoresBoard* b, int tracker) {
   for (uint64_t v = 1; v <= kVersions; ++v) {
     testing::PlainStoreMutation(area, kAreaBytes, v, rng);
     b->hash[v].store(XXH3_64bits(area, kAreaBytes));
-    const int rc = PublishRetrying(p);
+    const int rc = testing::PublishRetrying(p);
     if (rc != DSM_OK || dsm_version(p) != v) {
       std::fprintf(stderr, "round %lu: rc %d version %lu: %s\n", static_cast<unsigned long>(v), rc,
                    static_cast<unsigned long>(dsm_version(p)), dsm_last_error());
@@ -143,7 +124,7 @@ int StoresWriter(StoresBoard* b, int tracker) {
   // Rewrite every byte with itself: pages are written, no line changes.
   std::vector<uint8_t> copy(area, area + kAreaBytes);
   std::memcpy(area, copy.data(), kAreaBytes);
-  if (PublishRetrying(p) != DSM_OK) return 13;
+  if (testing::PublishRetrying(p) != DSM_OK) return 13;
   dsm_status(p, &st);
   b->version_after_equal_rewrite = st.version;
   b->lines_after_equal_rewrite = st.lines_changed;
@@ -241,7 +222,7 @@ int ThreadsWriter(ThreadsBoard* b, int tracker) {
   }
   for (auto& th : threads) th.join();
   if (failures != 0) return 12;
-  if (PublishRetrying(p) != DSM_OK) return 13;
+  if (testing::PublishRetrying(p) != DSM_OK) return 13;
   b->final_version = dsm_version(p);
   b->writer_done = true;
   testing::WaitFor([&] { return b->reader_done.load(); }, 60000);

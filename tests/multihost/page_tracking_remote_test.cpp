@@ -17,6 +17,7 @@
 #include "dsm/dsm.h"
 #include "tests/multihost/virtual_cluster.h"
 #include "tests/support/child_process.h"
+#include "tests/support/dsm_helpers.h"
 #include "tests/support/plain_stores.h"
 
 namespace dsm::testing {
@@ -43,15 +44,6 @@ struct Board {
     uint64_t final_hash = 0;
   } readers[kReaders];
 };
-
-int PublishRetrying(void* area) {
-  int rc = DSM_ERR_BUSY;
-  for (int i = 0; i < 20000 && rc == DSM_ERR_BUSY; ++i) {
-    rc = dsm_publish(area);
-    if (rc == DSM_ERR_BUSY) std::this_thread::sleep_for(std::chrono::microseconds(100));
-  }
-  return rc;
-}
 
 int Writer(const std::string& socket, int tracker, Board* b) {
   dsm_init_opts init{};
