@@ -1,5 +1,7 @@
 #include "coherence/replica_sender.h"
 
+#include <algorithm>
+
 namespace dsm {
 
 ReplicaSender::ReplicaSender(size_t area_bytes) : area_bytes_(area_bytes) {}
@@ -112,6 +114,12 @@ bool ReplicaSender::AwaitingAcks(uint64_t now_ns, uint64_t rto_ns) const {
 uint64_t ReplicaSender::acked(uint16_t host) const {
   auto it = hosts_.find(host);
   return it == hosts_.end() ? 0 : it->second->acked;
+}
+
+uint64_t ReplicaSender::MinAcked() const {
+  uint64_t min = UINT64_MAX;
+  for (const auto& [host, h] : hosts_) min = std::min(min, h->has_base ? h->acked : 0);
+  return min;
 }
 
 }  // namespace dsm

@@ -59,6 +59,10 @@ class ReplicaSender {
   // frames may still be asked for, so the shadow should not move yet.
   bool AwaitingAcks(uint64_t now_ns, uint64_t rto_ns) const;
   uint64_t acked(uint16_t host) const;
+  // The newest version every subscribed host is known to hold (0 if one holds
+  // none yet; UINT64_MAX with no subscriber): what a writer freeing the area
+  // waits for, so its last versions are not lost to the other hosts.
+  uint64_t MinAcked() const;
 
  private:
   struct HostState {

@@ -160,6 +160,9 @@ bool RemoteSync::ExportTurn(ExportedArea& e, uint64_t now_ns) {
     e.sender = std::make_unique<ReplicaSender>(0);  // freed: nobody to send to any more
     return false;
   }
+  // For a writer freeing the area: how far every subscribed host has come.
+  segment_->areas[e.index].remote_acked_version.store(e.sender->MinAcked(),
+                                                      std::memory_order_relaxed);
   if (e.sender->subscribers() == 0) return false;
   bool worked = false;
   if (!e.in_send) {

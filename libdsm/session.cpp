@@ -24,6 +24,9 @@ namespace {
 constexpr uint64_t kDefaultQuiesceTimeoutUs = 5000;
 // Attach polls the directory at this period while the name is unknown.
 constexpr uint32_t kAttachPollMs = 2;
+// How long dsm_free of an area other hosts replicate waits for them to
+// acknowledge its last version ($DSM_FREE_DRAIN_MS).
+constexpr uint64_t kDefaultFreeDrainMs = 2000;
 // dsm_wait_version sleeps on the area's version at most this long at a time
 // before it looks for sync work of its own that became due.
 constexpr uint64_t kVersionWaitSliceNs = 200 * 1000;
@@ -45,6 +48,7 @@ int ClientSession::Open(const dsm_init_opts* opts, std::unique_ptr<ClientSession
   }
   const int timeout_ms = opts && opts->connect_timeout_ms ? static_cast<int>(opts->connect_timeout_ms) : 2000;
   s->quiesce_timeout_ns_ = EnvU64("DSM_QUIESCE_TIMEOUT_US", kDefaultQuiesceTimeoutUs) * 1000;
+  s->free_drain_ns_ = EnvU64("DSM_FREE_DRAIN_MS", kDefaultFreeDrainMs) * 1000000;
   if (int rc = s->control_.Connect(path, timeout_ms); rc != DSM_OK) return rc;
 
   Request req{};
@@ -197,9 +201,29 @@ int ClientSession::Attach(const char* name, uint32_t timeout_ms, const void** ou
   return DSM_OK;
 }
 
+void ClientSession::DrainRemoteCopies(const AreaControl& control, uint64_t version,
+                                      uint64_t deadline_ns) {
+  // dsmd stops shipping an area once it is freed: let the hosts that replicate
+  // it acknowledge the last version first (bounded; a host that is down no
+  // longer counts, dsmd drops its subscription).
+  if (version == 0 || control.export_enabled.load() == 0) return;
+  while (control.remote_acked_version.load() < version && MonotonicNs() < deadline_ns &&
+         segment_->header.daemon_alive.load()) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+}
+
 int ClientSession::Free(const void* p) {
   std::unique_lock lock(mu_);
   auto it = areas_.find(reinterpret_cast<uintptr_t>(p));
+  if (it != areas_.end() && it->second.writer) {
+    const AreaControl* control = it->second.control();
+    const uint64_t version = it->second.writer->version();
+    lock.unlock();
+    DrainRemoteCopies(*control, version, MonotonicNs() + free_drain_ns_);
+    lock.lock();
+    it = areas_.find(reinterpret_cast<uintptr_t>(p));  // another thread may have freed it
+  }
   if (it == areas_.end()) {
     return Fail(DSM_ERR_INVALID, "dsm_free({}): not the address of an area this process has "
                 "(already freed, or never allocated/attached)", p);
@@ -399,6 +423,12 @@ void ClientSession::PublishAll() {
   const uint64_t now = MonotonicNs();
   for (auto& [addr, a] : areas_) {
     if (a.writer) a.writer->Publish(now);
+  }
+  // The areas stay exported after we leave (sealed), but as for dsm_free, let
+  // other hosts take the last versions before this process is gone.
+  const uint64_t deadline = MonotonicNs() + free_drain_ns_;
+  for (auto& [addr, a] : areas_) {
+    if (a.writer) DrainRemoteCopies(*a.writer->control(), a.writer->version(), deadline);
   }
 }
 

@@ -34,7 +34,8 @@ class ClientSession {
   int Status(const void* area, dsm_area_status* st);
   uint64_t Version(const void* area);
   int LogSlow(const void* ptr, size_t len);
-  // Publishes what writers have pending; called by dsm_fini before teardown.
+  // Publishes what writers have pending and lets other hosts take it (bounded);
+  // called by dsm_fini before teardown.
   void PublishAll();
 
  private:
@@ -52,6 +53,9 @@ class ClientSession {
   void SyncWork(uint64_t now_ns, const void* forced_area, int* forced_rc);
   bool AnythingDue(uint64_t now_ns);
   void UnmapRange(uintptr_t addr, uint64_t bytes);
+  // Waits (until deadline_ns at most) until every host replicating the area
+  // holds `version`.
+  void DrainRemoteCopies(const AreaControl& control, uint64_t version, uint64_t deadline_ns);
 
   ControlClient control_;
   ControlSegment* segment_ = nullptr;
@@ -59,6 +63,7 @@ class ClientSession {
   bool region_reserved_ = false;
   uint32_t client_id_ = 0;
   uint64_t quiesce_timeout_ns_ = 0;
+  uint64_t free_drain_ns_ = 0;
 
   std::mutex mu_;                        // guards areas_
   std::map<uintptr_t, Area> areas_;      // by address

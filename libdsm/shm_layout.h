@@ -14,7 +14,7 @@
 namespace dsm {
 
 inline constexpr uint64_t kControlMagic = 0x4d53442d4c54434eULL;  // "NCTL-DSM"
-inline constexpr uint32_t kLayoutVersion = 4;
+inline constexpr uint32_t kLayoutVersion = 5;
 inline constexpr uint32_t kNoBuffer = 0xff;
 // A reader's pin word: the buffer it maps (low byte) and the one it is moving to
 // (second byte); kNoBuffer in a byte pins nothing.
@@ -81,6 +81,10 @@ struct alignas(64) AreaControl {
   std::atomic<uint32_t> export_index;
   std::atomic<uint64_t> export_seq;
   std::atomic<uint64_t> export_version[2];
+  // dsmd: the newest version every subscribed host acknowledged (ReplicaSender::
+  // MinAcked). A writer freeing an exported area waits (bounded) for its last
+  // version here before the area stops being shipped.
+  std::atomic<uint64_t> remote_acked_version;
 
   // Counters for status and dsmctl (written by the writer process).
   alignas(64) std::atomic<uint64_t> publishes;

@@ -70,8 +70,6 @@ constexpr float kPixelStd = 0.3530f;
 
 // How long a finished worker waits for the others' done marks before leaving anyway.
 constexpr double kLeaveTimeoutS = 10;
-// How long a finished worker stays after that (see the end of Trainer::Run).
-constexpr auto kExitGrace = std::chrono::milliseconds(250);
 
 void ToFloat(const uint8_t* px, size_t count, float* out) {
   for (size_t i = 0; i < count; ++i) {
@@ -523,9 +521,6 @@ int Trainer::Run() {
   // an error past the timeout: this worker has everything; another may be slow.
   WaitOthers(t + 1, "leaving (other workers' done marks)",
              std::min(o_.wait_timeout_s, kLeaveTimeoutS), /*fatal=*/false);
-  // And a moment more, so that our daemon ships the done mark we just published:
-  // versions a writer publishes shortly before it exits can be lost (README).
-  if (o_.workers > 1) std::this_thread::sleep_for(kExitGrace);
   return 0;
 }
 

@@ -59,9 +59,6 @@ double Seconds(Clock::time_point a, Clock::time_point b) {
 
 // How long a finished worker waits for the others' done marks before leaving anyway.
 constexpr double kLeaveTimeoutS = 10;
-// And how long it stays after that: versions published just before a writer exits
-// may not leave its host (see examples/fashion_mnist/README.md, Findings).
-constexpr auto kExitGrace = std::chrono::milliseconds(250);
 // Items counted as "hot" in the report: the most popular 1%.
 constexpr double kHotItemFraction = 0.01;
 // Standard deviation of the initial factors.
@@ -564,7 +561,6 @@ int Worker::Run() {
   if (!Publish()) return 1;
   WaitOthers(version_, "leaving (other workers' done marks)", std::min(o_.wait_timeout_s, kLeaveTimeoutS),
              /*fatal=*/false);
-  if (o_.workers > 1) std::this_thread::sleep_for(kExitGrace);
   return 0;
 }
 

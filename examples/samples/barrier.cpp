@@ -140,7 +140,6 @@ int Run(const Options& o) {
     // once it sees this one; stay until they all have (not an error if one is slow).
     if (publish_round(o.rounds + 1) != 0) return 1;
     wait_round(o.rounds + 1);
-    if (o.workers > 1) std::this_thread::sleep_for(samples::kExitGrace);
   }
   dsm_fini();
   return done == o.rounds && violations == 0 ? 0 : 1;

@@ -169,7 +169,6 @@ int Build(const Options& o) {
   t->readers_done = 1;
   dsm_log(&t->readers_done, sizeof(t->readers_done));
   samples::PublishRetrying(area, o.timeout_s);
-  std::this_thread::sleep_for(samples::kExitGrace);
   dsm_fini();
   return all_ok ? 0 : 1;
 }

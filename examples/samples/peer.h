@@ -11,10 +11,6 @@
 
 namespace samples {
 
-// A version published just before its writer exits may not leave the host
-// (examples/fashion_mnist/README.md, Findings): writers stay this long at the end.
-constexpr auto kExitGrace = std::chrono::milliseconds(250);
-
 // dsm_publish, retried while it answers DSM_ERR_BUSY (readers on this host still
 // pin every spare buffer; they let go at their next quiescent point).
 inline int PublishRetrying(const void* area, double timeout_s) {

@@ -65,7 +65,8 @@ int dsm_init(const dsm_init_opts *opts);
 
 /* Publishes what is pending, detaches everything and disconnects. Areas this
  * process wrote stay readable by others at their last version (reported as
- * writer-gone). Pointers into areas become invalid in this process. */
+ * writer-gone); like dsm_free, it first waits (bounded) for hosts replicating
+ * them to hold that version. Pointers into areas become invalid in this process. */
 int dsm_fini(void);
 
 /* ---- Areas --------------------------------------------------------------- */
@@ -110,7 +111,9 @@ int dsm_alloc(const char *name, size_t size, const dsm_alloc_opts *opts, void **
 int dsm_attach(const char *name, uint32_t timeout_ms, const void **out, size_t *out_size);
 
 /* Releases an area: the writer frees it (readers keep their last version until
- * they detach), a reader detaches. `area` is the pointer dsm_alloc/attach gave. */
+ * they detach), a reader detaches. `area` is the pointer dsm_alloc/attach gave.
+ * A writer whose area other hosts replicate first waits until they hold its
+ * last published version (at most $DSM_FREE_DRAIN_MS, default 2000 ms). */
 int dsm_free(const void *area);
 
 /* ---- Sync ---------------------------------------------------------------- */

@@ -105,6 +105,29 @@ TEST(ReplicaSenderTest, AfterAnAckDeltasCarryExactlyTheLinesChangedSince) {
   EXPECT_EQ(Marked(*t.lines), (std::vector<size_t>{7, 1023}));
 }
 
+TEST(ReplicaSenderTest, MinAckedIsTheSlowestSubscribedHost) {
+  ReplicaSender s(kArea);
+  EXPECT_EQ(s.MinAcked(), UINT64_MAX) << "nobody to wait for";
+  s.Subscribe(1);
+  s.Subscribe(2);
+  EXPECT_EQ(s.MinAcked(), 0u) << "neither holds a version yet";
+  s.Collected(1, Lines({0}));
+  Transfer t;
+  ASSERT_TRUE(s.NextTransfer(0, kRto, &t));
+  s.Sent(t, 0);
+  s.OnAck(1, 1);
+  EXPECT_EQ(s.MinAcked(), 0u) << "host 2 has not acknowledged";
+  s.OnAck(2, 1);
+  EXPECT_EQ(s.MinAcked(), 1u);
+  s.Collected(2, Lines({5}));
+  ASSERT_TRUE(s.NextTransfer(1, kRto, &t));
+  s.Sent(t, 1);
+  s.OnAck(2, 2);
+  EXPECT_EQ(s.MinAcked(), 1u);
+  s.Unsubscribe(1);  // e.g. host 1 went down: it no longer holds anyone back
+  EXPECT_EQ(s.MinAcked(), 2u);
+}
+
 TEST(ReplicaSenderTest, ChangesCollectedWhileTheFullTransferIsOutFollowIt) {
   ReplicaSender s(kArea);
   s.Subscribe(1);
