@@ -183,6 +183,7 @@ json Counters(const Daemon& d) {
           {"tx_bytes", c.tx_bytes},
           {"tx_dropped", c.tx_dropped},
           {"rx_frames", c.rx_frames},
+          {"rx_bytes", c.rx_bytes},
           {"rx_dropped_malformed", c.rx_dropped_malformed},
           {"rx_dropped_not_for_us", c.rx_dropped_not_for_us},
           {"rx_dropped_unknown_source", c.rx_dropped_unknown_source},

@@ -61,17 +61,21 @@ bool RemoteSync::Start(std::string* error) {
   return true;
 }
 
-void RemoteSync::PublishState() {
+void RemoteSync::PublishTransportCounters() {
   const net::TransportStats t = transport_->stats();
   stats_.tx_frames = t.tx_frames;
   stats_.tx_bytes = t.tx_bytes;
   stats_.tx_dropped = t.tx_dropped;
   stats_.rx_frames = t.rx_frames;
+  stats_.rx_bytes = t.rx_bytes;
   stats_.rx_dropped_malformed = t.rx_dropped_malformed;
   stats_.rx_dropped_not_for_us = t.rx_dropped_not_for_us;
   stats_.rx_dropped_unknown_source = t.rx_dropped_unknown_source;
   stats_.faults_injected =
       t.faults_dropped + t.faults_duplicated + t.faults_reordered + t.faults_corrupted;
+}
+
+void RemoteSync::PublishState() {
   ControlHeader& h = segment_->header;
   for (const ClusterHost& c : cluster_.hosts) {
     HostInfo& info = h.hosts[c.id];
@@ -142,6 +146,9 @@ bool RemoteSync::Poll(uint64_t now_ns) {
   }
   for (auto& r : replicas_) worked |= ReplicaTurn(*r, now_ns);
   worked |= transport_->Flush() > 0;
+  // Every turn (a copy of a few counters), so dsmctl's frame and byte counts
+  // agree with the daemon's own at any moment.
+  PublishTransportCounters();
   return worked;
 }
 

@@ -101,8 +101,10 @@ class RemoteSync {
   // remote_sync.cpp
   void Receive(std::span<const uint8_t> bytes, uint16_t source_host, uint64_t now_ns);
   void Drop(wire::DropReason r);
-  // Copies transport and membership state into the control segment.
+  // Copies membership state (each heartbeat) and the transport's counters
+  // (each turn) into the control segment.
   void PublishState();
+  void PublishTransportCounters();
   uint8_t* Reserve(net::Destination dest);
   void SendSmall(net::Destination dest, wire::FrameType type, uint32_t area_index,
                  uint32_t area_generation, uint64_t version, uint64_t base, uint32_t flags,

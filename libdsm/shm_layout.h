@@ -14,7 +14,7 @@
 namespace dsm {
 
 inline constexpr uint64_t kControlMagic = 0x4d53442d4c54434eULL;  // "NCTL-DSM"
-inline constexpr uint32_t kLayoutVersion = 5;
+inline constexpr uint32_t kLayoutVersion = 6;
 inline constexpr uint32_t kNoBuffer = 0xff;
 // A reader's pin word: the buffer it maps (low byte) and the one it is moving to
 // (second byte); kNoBuffer in a byte pins nothing.
@@ -134,6 +134,7 @@ struct RemoteCounters {
   uint64_t faults_injected;
   uint64_t loop_turns;
   uint64_t idle_sleeps;
+  uint64_t rx_bytes;  // Ethernet frame bytes received (as tx_bytes)
 };
 
 // What dsmd knows of each host of the cluster.
