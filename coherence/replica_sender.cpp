@@ -4,7 +4,8 @@
 
 namespace dsm {
 
-ReplicaSender::ReplicaSender(size_t area_bytes) : area_bytes_(area_bytes) {}
+ReplicaSender::ReplicaSender(size_t area_bytes, bool shared_transfers)
+    : area_bytes_(area_bytes), shared_transfers_(shared_transfers) {}
 
 void ReplicaSender::Subscribe(uint16_t host) {
   hosts_[host] = std::make_unique<HostState>(area_bytes_);
@@ -62,21 +63,27 @@ bool ReplicaSender::Due(const HostState& h, uint64_t now_ns, uint64_t rto_ns) co
 }
 
 bool ReplicaSender::NextTransfer(uint64_t now_ns, uint64_t rto_ns, Transfer* out) {
+  // Hosts that hold a version share one delta even when they acknowledged
+  // different versions: the union of what each lacks, from the oldest base, is
+  // correct for every one of them (lines changed since the older base include
+  // those changed since a newer one, with the newest content), and one
+  // multicast copy beats one unicast per state. Hosts with nothing share a full
+  // transfer.
   const HostState* first = nullptr;
+  uint64_t base = UINT64_MAX;
   out->hosts.clear();
   for (auto& [id, h] : hosts_) {
     if (!Due(*h, now_ns, rto_ns)) continue;
-    if (!first) {
-      first = h.get();
-      out->hosts.push_back(id);
-    } else if (h->has_base == first->has_base && (!h->has_base || h->acked == first->acked)) {
-      out->hosts.push_back(id);
-    }
+    if (!first) first = h.get();
+    if (h->has_base != first->has_base) continue;
+    out->hosts.push_back(id);
+    if (h->has_base) base = std::min(base, h->acked);
+    if (!shared_transfers_) break;
   }
   if (!first) return false;
   out->version = version_;
   out->full = !first->has_base;
-  out->base = first->has_base ? first->acked : 0;
+  out->base = first->has_base ? base : 0;
   out->transfer_id = next_transfer_id_++;
   out->lines = std::make_unique<LineSet>(area_bytes_);
   if (out->full) {

@@ -30,7 +30,9 @@ struct Transfer {
 
 class ReplicaSender {
  public:
-  explicit ReplicaSender(size_t area_bytes);
+  // `shared_transfers`: one transfer may serve several hosts (the network
+  // delivers one copy to all of them, multicast); false: one host per transfer.
+  explicit ReplicaSender(size_t area_bytes, bool shared_transfers = true);
 
   // `host` replicates the area from now on and holds nothing usable: it gets
   // the whole area first.
@@ -50,7 +52,9 @@ class ReplicaSender {
   // transfer, or it lost its copy): this is not an ack of any version.
   void OnAckNothing(uint16_t host);
 
-  // The next transfer due at `now_ns`, if any. Hosts in the same state share it.
+  // The next transfer due at `now_ns`, if any. Every due host that holds a
+  // version shares one delta from the oldest base among them; due hosts with
+  // nothing share one full transfer.
   bool NextTransfer(uint64_t now_ns, uint64_t rto_ns, Transfer* out);
   // The transfer was handed to the transport.
   void Sent(const Transfer& t, uint64_t now_ns);
@@ -79,6 +83,7 @@ class ReplicaSender {
   bool Due(const HostState& h, uint64_t now_ns, uint64_t rto_ns) const;
 
   size_t area_bytes_;
+  bool shared_transfers_;
   uint64_t version_ = 0;
   bool have_version_ = false;
   uint32_t next_transfer_id_ = 1;

@@ -58,7 +58,8 @@ void RemoteSync::OnSubscribe(const wire::Frame& f, uint16_t host, uint64_t now_n
       return;
     }
     e.reader_slot = *slot;
-    e.sender = std::make_unique<ReplicaSender>(a.size);
+    // Without multicast a frame reaches one host: one host per transfer.
+    e.sender = std::make_unique<ReplicaSender>(a.size, cluster_.multicast);
     e.shadow.assign(a.mapped_size, 0);
     e.pending = std::make_unique<LineSet>(a.size);
     a.export_enabled.store(1);  // from now on the writer logs each version's lines

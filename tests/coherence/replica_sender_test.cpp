@@ -280,7 +280,7 @@ TEST(ReplicaSenderTest, HostsInTheSameStateShareOneTransfer) {
   EXPECT_EQ(Marked(*t.lines), (std::vector<size_t>{5, 6}));
 }
 
-TEST(ReplicaSenderTest, HostsWithDifferentBasesGetDifferentTransfers) {
+TEST(ReplicaSenderTest, HostsWithDifferentBasesShareOneTransferFromTheOlderBase) {
   ReplicaSender s(kArea);
   s.Subscribe(1);
   s.Subscribe(2);
@@ -304,21 +304,37 @@ TEST(ReplicaSenderTest, HostsWithDifferentBasesGetDifferentTransfers) {
   s.OnAck(2, 2);
   s.OnAck(1, 3);
   s.Collected(4, Lines({30}));
-  // Host 1 acked 3, host 2 acked 2: not the same state.
-  Transfer a, b;
-  ASSERT_TRUE(s.NextTransfer(3, kRto, &a));
-  s.Sent(a, 3);
-  ASSERT_TRUE(s.NextTransfer(3, kRto, &b));
-  s.Sent(b, 3);
-  EXPECT_FALSE(s.NextTransfer(3, kRto, &t));
+  // Host 1 acked 3, host 2 acked 2: one transfer from base 2 serves both.
+  ASSERT_TRUE(s.NextTransfer(3, kRto, &t));
+  s.Sent(t, 3);
+  EXPECT_FALSE(s.NextTransfer(3, kRto, &t)) << "both are in flight";
+  ASSERT_TRUE(s.NextTransfer(3 + kRto, kRto, &t)) << "the RTO resends the same union";
+  EXPECT_EQ(t.hosts, (Hosts{1, 2}));
+  EXPECT_EQ(t.base, 2u);
+  EXPECT_EQ(t.version, 4u);
+  EXPECT_EQ(Marked(*t.lines), (std::vector<size_t>{9, 30}));
+  s.Sent(t, 3 + kRto);
+  // Once both acknowledge, each is up to date.
+  s.OnAck(1, 4);
+  s.OnAck(2, 4);
+  EXPECT_EQ(s.MinAcked(), 4u);
+  EXPECT_FALSE(s.NextTransfer(4 + 2 * kRto, kRto, &t));
+}
+
+TEST(ReplicaSenderTest, WithoutSharedTransfersEachHostGetsItsOwn) {
+  ReplicaSender s(kArea, /*shared_transfers=*/false);
+  s.Subscribe(1);
+  s.Subscribe(2);
+  s.Collected(1, Lines({0}));
+  Transfer a, b, t;
+  ASSERT_TRUE(s.NextTransfer(0, kRto, &a));
+  s.Sent(a, 0);
+  ASSERT_TRUE(s.NextTransfer(0, kRto, &b));
+  s.Sent(b, 0);
+  EXPECT_FALSE(s.NextTransfer(0, kRto, &t));
   EXPECT_EQ(a.hosts, Hosts{1});
-  EXPECT_EQ(a.base, 3u);
-  EXPECT_EQ(Marked(*a.lines), (std::vector<size_t>{30}));
   EXPECT_EQ(b.hosts, Hosts{2});
-  EXPECT_EQ(b.base, 2u);
-  EXPECT_EQ(Marked(*b.lines), (std::vector<size_t>{9, 30}));
-  EXPECT_EQ(a.version, 4u);
-  EXPECT_EQ(b.version, 4u);
+  EXPECT_TRUE(a.full && b.full);
 }
 
 TEST(ReplicaSenderTest, AHostThatAcksALowerVersionIsResetToFull) {
