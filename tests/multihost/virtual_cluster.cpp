@@ -8,6 +8,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "tests/support/child_process.h"
+
 namespace dsm::testing {
 
 namespace {
@@ -18,17 +20,6 @@ std::string Env(const char* name, const char* fallback) {
 }
 
 std::string ClusterScript() { return Env("DSM_SOURCE_ROOT", ".") + "/scripts/cluster.sh"; }
-
-std::string Capture(const std::string& command) {
-  std::string out;
-  FILE* f = popen(command.c_str(), "r");
-  if (!f) return out;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof(buf), f)) > 0) out.append(buf, n);
-  pclose(f);
-  return out;
-}
 
 }  // namespace
 

@@ -45,4 +45,15 @@ bool WaitFor(const std::function<bool()>& cond, int timeout_ms) {
   return cond();
 }
 
+std::string Capture(const std::string& command) {
+  std::string out;
+  FILE* f = popen(command.c_str(), "r");
+  if (!f) return out;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof(buf), f)) > 0) out.append(buf, n);
+  pclose(f);
+  return out;
+}
+
 }  // namespace dsm::testing

@@ -8,6 +8,7 @@
 
 #include <functional>
 #include <new>
+#include <string>
 
 namespace dsm::testing {
 
@@ -43,6 +44,9 @@ class Shared {
 
 // Polls `cond` every millisecond for at most `timeout_ms`. Returns whether it held.
 bool WaitFor(const std::function<bool()>& cond, int timeout_ms);
+
+// Runs a shell command and returns its standard output ("" if it cannot run).
+std::string Capture(const std::string& command);
 
 }  // namespace dsm::testing
 

@@ -20,6 +20,7 @@
 #include <thread>
 #include <vector>
 
+#include "tests/support/child_process.h"
 #include "tests/multihost/virtual_cluster.h"
 
 namespace dsm::testing {
@@ -43,17 +44,6 @@ std::string Env(const char* name) {
 std::string ReadFile(const std::string& path) {
   std::ifstream f(path);
   return std::string((std::istreambuf_iterator<char>(f)), {});
-}
-
-std::string Capture(const std::string& command) {
-  std::string out;
-  FILE* f = popen(command.c_str(), "r");
-  if (!f) return out;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof(buf), f)) > 0) out.append(buf, n);
-  pclose(f);
-  return out;
 }
 
 std::set<std::string> ListDir(const std::string& dir) {
