@@ -9,6 +9,12 @@ using wire::DropReason;
 ReplicaReceiver::ReplicaReceiver(size_t area_bytes, uint8_t* staging)
     : lines_((area_bytes + kLineBytes - 1) / kLineBytes), staging_(staging), changed_(area_bytes) {}
 
+bool ReplicaReceiver::SetTarget(uint8_t* staging) {
+  if (!changed_.Empty()) return false;
+  staging_ = staging;
+  return true;
+}
+
 void ReplicaReceiver::Reset() {
   has_base_ = false;
   complete_ = 0;

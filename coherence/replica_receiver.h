@@ -21,8 +21,14 @@ namespace dsm {
 
 class ReplicaReceiver {
  public:
-  // `staging`: the area's staging copy, rounded up to whole lines.
+  // `staging`: where accepted lines go (rounded up to whole lines): a staging
+  // copy, or straight the buffer that will hold the next version (SetTarget).
   ReplicaReceiver(size_t area_bytes, uint8_t* staging);
+
+  // Sends accepted lines to `staging` from now on. Only between versions: no
+  // line staged since the last Published() (else ignored, returns false).
+  bool SetTarget(uint8_t* staging);
+  const uint8_t* target() const { return staging_; }
 
   struct Result {
     wire::DropReason drop = wire::DropReason::kNone;

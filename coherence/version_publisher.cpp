@@ -32,6 +32,20 @@ size_t VersionPublisher::PublishLines(const LineSet& dirty, uint32_t target, con
   return CopyPending(target, src, dst);
 }
 
+size_t VersionPublisher::PublishInPlace(const LineSet& written, uint32_t target,
+                                        const uint8_t* latest, uint8_t* dst) {
+  LineSet& todo = pending_[target];
+  size_t copied = 0;
+  todo.ForEachPage([&](size_t page, uint64_t mask) {
+    copied += CopyPageLines(page, mask & ~written.mask(page), latest, dst);
+  });
+  todo.Clear();
+  for (uint32_t b = 0; b < pending_.size(); ++b) {
+    if (b != target) pending_[b].Merge(written);
+  }
+  return copied;
+}
+
 size_t VersionPublisher::CopyPending(uint32_t target, const uint8_t* src, uint8_t* dst) {
   LineSet& todo = pending_[target];
   size_t copied = 0;

@@ -48,6 +48,16 @@ class VersionPublisher {
   // The same for changes already gathered in a LineSet (a replica's daemon).
   size_t PublishLines(const LineSet& dirty, uint32_t target, const uint8_t* src, uint8_t* dst);
 
+  // For a version written straight into buffer `target` (a replica's daemon
+  // receives frames into the buffer that will hold the next version): `written`
+  // are the lines written there since the last publish. Copies what `target`
+  // lacks besides those from `latest` (the latest version's buffer; area
+  // memory, rounded up to whole lines) into `dst`, then does Publish's
+  // bookkeeping. Lines in `written` must hold the new version's content, or
+  // that of `latest` (see ReplicaReceiver). Returns the bytes copied.
+  size_t PublishInPlace(const LineSet& written, uint32_t target, const uint8_t* latest,
+                        uint8_t* dst);
+
   size_t area_bytes() const { return area_bytes_; }
   uint32_t buffer_count() const { return static_cast<uint32_t>(pending_.size()); }
   const LineSet& pending(uint32_t buffer) const { return pending_[buffer]; }

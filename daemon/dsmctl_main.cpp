@@ -177,6 +177,7 @@ json Counters(const Daemon& d) {
           {"retransmitted_frames", c.retransmitted_frames},
           {"versions_collected", c.versions_collected},
           {"versions_received", c.versions_received},
+          {"versions_received_in_place", c.versions_received_in_place},
           {"acks_in", c.acks_in},
           {"acks_out", c.acks_out},
           {"tx_frames", c.tx_frames},

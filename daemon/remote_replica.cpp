@@ -39,6 +39,7 @@ std::string RemoteSync::RequestReplica(const std::string& name, uint64_t now_ns)
       fresh->receiver = std::make_unique<ReplicaReceiver>(a.size, backing_ + a.writer_offset);
       fresh->publisher = std::make_unique<VersionPublisher>(a.size, a.buffer_count);
       r = fresh.get();
+      AimReplica(*r);
       replicas_.push_back(std::move(fresh));
       spdlog::info("replicating '{}' from host {}", name, host);
     }
@@ -59,6 +60,9 @@ void RemoteSync::OnData(const wire::Frame& f, uint16_t host, uint64_t now_ns) {
     Drop(wire::DropReason::kUnknownArea);
     return;
   }
+  // The first line of a version goes straight to a reader buffer if one is free
+  // by now (local readers move off the previous version as soon as it is out).
+  if (r->target < 0 && r->receiver->changed().Empty()) AimReplica(*r);
   const ReplicaReceiver::Result res = r->receiver->OnData(f, now_ns);
   if (res.drop != wire::DropReason::kNone) Drop(res.drop);
   if (res.completed) {
@@ -72,15 +76,40 @@ void RemoteSync::OnData(const wire::Frame& f, uint16_t host, uint64_t now_ns) {
   }
 }
 
+void RemoteSync::AimReplica(Replica& r) {
+  AreaControl& a = segment_->areas[r.local_index];
+  const int buffer =
+      PickTargetBuffer(a.buffer_count, UnpackLatest(a.latest.load()).buffer, PinnedBuffers(a));
+  // A reader pins only the latest buffer (PinLatest re-checks `latest`), so a
+  // buffer unpinned now stays unpinned until we make it the latest.
+  uint8_t* dst = backing_ + (buffer >= 0 ? a.buffer_offset[buffer] : a.writer_offset);
+  if (r.receiver->SetTarget(dst)) r.target = buffer;
+}
+
 void RemoteSync::PublishReplica(Replica& r, uint64_t now_ns) {
   AreaControl& a = segment_->areas[r.local_index];
-  const int target = ChoosePublishTarget(a);
+  const LineSet& written = r.receiver->changed();
+  const int target = r.target >= 0 ? r.target : ChoosePublishTarget(a);
   if (target < 0) return;  // local readers hold every spare buffer: retried next turn
-  const size_t bytes = r.publisher->PublishLines(r.receiver->changed(), static_cast<uint32_t>(target),
-                                                 backing_ + a.writer_offset,
-                                                 backing_ + a.buffer_offset[target]);
+  uint8_t* dst = backing_ + a.buffer_offset[target];
+  size_t bytes = 0;
+  if (r.target < 0) {  // staged: copy the new lines over
+    written.ForEachPage([&](size_t page, uint64_t mask) {
+      bytes += CopyPageLines(page, mask, backing_ + a.writer_offset, dst);
+    });
+  } else {
+    bytes = written.CountLines() * kLineBytes;  // already in place
+  }
+  // What the target missed of earlier versions comes from the latest one.
+  const uint8_t* latest = backing_ + a.buffer_offset[UnpackLatest(a.latest.load()).buffer];
+  bytes += r.publisher->PublishInPlace(written, static_cast<uint32_t>(target), latest, dst);
   CompletePublish(a, static_cast<uint32_t>(target), r.receiver->complete_version(), now_ns, bytes);
+  if (r.target >= 0) ++stats_.versions_received_in_place;
   r.receiver->Published();
+  // Not aimed at a spare yet: right now local readers still hold the version
+  // before, and with two buffers that is the only spare. The next frame aims.
+  r.receiver->SetTarget(backing_ + a.writer_offset);
+  r.target = -1;
   if (!r.named) r.named = directory_->NameReplica(r.local_index);
 }
 
@@ -101,6 +130,8 @@ bool RemoteSync::ReplicaTurn(Replica& r, uint64_t now_ns) {
     PublishReplica(r, now_ns);
     return !r.receiver->publish_pending();
   }
+  // Received into the staging copy for want of a free buffer: look again.
+  if (r.target < 0 && !r.receiver->assembling()) AimReplica(r);
   // Frames of a transfer stopped coming: say which are missing.
   if (r.receiver->assembling() && now_ns - r.receiver->last_frame_ns() > kNackAfterNs &&
       now_ns - r.last_ack_ns > kNackAfterNs) {

@@ -90,6 +90,10 @@ class RemoteSync {
     bool named = false;  // attachable by local clients
     std::unique_ptr<ReplicaReceiver> receiver;
     std::unique_ptr<VersionPublisher> publisher;
+    // The reader buffer that will hold the next version, which frames are
+    // written into directly; -1: none was free, frames go to the staging copy
+    // and are copied from there when the version is published.
+    int target = -1;
     uint64_t subscribed_ns = 0;
     uint64_t last_ack_ns = 0;
   };
@@ -127,6 +131,9 @@ class RemoteSync {
   bool ReplicaTurn(Replica& r, uint64_t now_ns);
   void SendAck(Replica& r, uint64_t now_ns);
   void PublishReplica(Replica& r, uint64_t now_ns);
+  // Between versions: points the receiver at a free reader buffer, or at the
+  // staging copy when local readers pin every spare (never at the latest).
+  void AimReplica(Replica& r);
   void OnHostDown(uint16_t host);
   void OnHostRestarted(uint16_t host);
   Replica* FindReplica(uint16_t host, uint32_t index, uint32_t generation);

@@ -432,6 +432,30 @@ TEST_F(ReplicaReceiverTest, APendingPublishHoldsNewFramesBack) {
   EXPECT_TRUE(rx_.changed().Test(8));
 }
 
+TEST_F(ReplicaReceiverTest, TheTargetMovesOnlyBetweenVersions) {
+  const Bytes v1 = RandomContent(21);
+  Establish(v1, 1, 1);
+  Bytes other(kRounded, 0x55);
+  ASSERT_TRUE(rx_.SetTarget(other.data()));  // between versions
+  EXPECT_EQ(rx_.target(), other.data());
+  const Bytes v2 = Changed(v1, Lines({3, 300}), 22);
+  const Frames d = MakeFrames(Lines({3, 300}), v2, 2, 1, false, 2, sizeof(wire::Header) +
+                                                                  sizeof(wire::Run) + kLineBytes);
+  ASSERT_EQ(d.size(), 2u);
+  ASSERT_EQ(rx_.OnData(d[0], 0).drop, DropReason::kNone);
+  // A line is staged in `other`: moving now would split the version.
+  EXPECT_FALSE(rx_.SetTarget(staging_.data()));
+  EXPECT_EQ(rx_.target(), other.data());
+  ASSERT_TRUE(rx_.OnData(d[1], 0).completed);
+  for (size_t line : {size_t{3}, size_t{300}}) {
+    EXPECT_EQ(std::memcmp(other.data() + line * kLineBytes, v2.data() + line * kLineBytes, kLineBytes), 0)
+        << "line " << line;
+  }
+  EXPECT_TRUE(StagingEquals(v1)) << "the old target must not be written after the move";
+  rx_.Published();
+  EXPECT_TRUE(rx_.SetTarget(staging_.data()));
+}
+
 TEST_F(ReplicaReceiverTest, MissingRangesReportsTheExactGaps) {
   EXPECT_TRUE(Missing(rx_).empty());
   const Bytes src = RandomContent(12);

@@ -1,6 +1,8 @@
 // A model of remote sync: one writer area, the sending daemon (ReplicaSender,
-// a shadow copy, DataFrameWriter plans) and three reader hosts (ReplicaReceiver
-// and a staging copy each), over a simulated network that drops, duplicates,
+// a shadow copy, DataFrameWriter plans) and three reader hosts (ReplicaReceiver,
+// VersionPublisher, reader buffers and a staging copy each; frames go straight
+// into the buffer of the next version, or into the staging copy when local
+// readers pin every spare buffer), over a simulated network that drops, duplicates,
 // delays, reorders and corrupts frames and acknowledgements. Time is a number.
 //
 // The daemon side mirrors daemon/remote_export.cpp and daemon/remote_replica.cpp:
@@ -31,6 +33,7 @@
 #include "coherence/line_set.h"
 #include "coherence/replica_receiver.h"
 #include "coherence/replica_sender.h"
+#include "coherence/version_publisher.h"
 #include "coherence/wire_format.h"
 
 namespace dsm {
@@ -47,6 +50,7 @@ constexpr uint64_t kNackAfterNs = 3'000'000;
 constexpr uint64_t kAckMinGapNs = 2'000'000;
 constexpr uint16_t kWriterHost = 1;
 constexpr size_t kHistory = 48;  // collected versions kept for comparison
+constexpr uint32_t kBuffers = 3;  // reader buffers per replica
 
 struct VectorSink {
   uint8_t* Reserve(size_t max_bytes) {
@@ -121,8 +125,7 @@ class Model {
       ASSERT_TRUE(r->subscribed);
       EXPECT_TRUE(r->rx->has_base());
       EXPECT_EQ(r->rx->complete_version(), wv_);
-      EXPECT_EQ(std::memcmp(r->staging.data(), writer_.data(), rounded_), 0);
-      EXPECT_EQ(std::memcmp(r->published.data(), writer_.data(), rounded_), 0);
+      EXPECT_EQ(std::memcmp(r->buffers[r->latest].data(), writer_.data(), rounded_), 0);
     }
   }
 
@@ -174,8 +177,11 @@ class Model {
     uint16_t host = 0;
     bool subscribed = false;
     Bytes staging;
-    Bytes published;  // what local readers see: changed lines copied at each publish
+    std::vector<Bytes> buffers;  // what local readers see: the latest one
+    uint32_t latest = 0;
+    int target = -1;  // the buffer frames go to; -1: the staging copy
     std::unique_ptr<ReplicaReceiver> rx;
+    std::unique_ptr<VersionPublisher> publisher;
     std::vector<Packet> inbox;
     uint64_t last_ack_ns = 0;
     int publish_round = -1;  // a deferred publish happens then
@@ -203,8 +209,12 @@ class Model {
 
   void StartReplica(Replica& r) {
     r.staging.assign(rounded_, 0xee);  // junk: a line never sent shows up
-    r.published.assign(rounded_, 0xdd);
+    r.buffers.assign(kBuffers, Bytes(rounded_, 0xdd));
+    r.latest = 0;
     r.rx = std::make_unique<ReplicaReceiver>(p_.area_bytes, r.staging.data());
+    r.publisher = std::make_unique<VersionPublisher>(p_.area_bytes, kBuffers);
+    r.target = -1;
+    Aim(r);
     r.subscribed = true;
     r.last_ack_ns = 0;
     r.publish_round = -1;
@@ -395,6 +405,7 @@ class Model {
       }
       ASSERT_EQ(d, DropReason::kNone);
       ++frames_delivered_;
+      if (r.target < 0 && r.rx->changed().Empty()) Aim(r);
       const ReplicaReceiver::Result res = r.rx->OnData(f, now_);
       ++stats_[static_cast<size_t>(res.drop)];
       if (res.completed) {
@@ -420,18 +431,8 @@ class Model {
       ADD_FAILURE() << "host " << r.host << " completed version " << v
                     << ", which was never collected or is long gone (seed " << p_.seed << ")";
       ++failures_;
-    } else if (std::memcmp(r.staging.data(), it->second.data(), rounded_) != 0) {
-      size_t line = 0;
-      while (std::memcmp(r.staging.data() + line * kLineBytes, it->second.data() + line * kLineBytes,
-                         kLineBytes) == 0) {
-        ++line;
-      }
-      ADD_FAILURE() << "host " << r.host << " completed version " << v
-                    << " but its staging copy differs from the writer's at line " << line
-                    << " (seed " << p_.seed << ", round " << round_ << ")";
-      ++failures_;
     }
-    if (Coin(p_.defer_publish)) {
+    if (r.target < 0 && Coin(p_.defer_publish)) {
       // Local readers hold every spare buffer: retried in a later turn.
       r.publish_round = round_ + 1 + static_cast<int>(Below(3));
     } else {
@@ -439,21 +440,47 @@ class Model {
     }
   }
 
-  // The local publish (VersionPublisher::PublishLines): the lines staged since
-  // the last publish go to the readers' buffer, which must then be the version.
+  // dsmd's AimReplica: between versions, frames go to a spare buffer, or to
+  // the staging copy while local readers pin every spare (p_.defer_publish).
+  void Aim(Replica& r) {
+    const bool spare = !Coin(p_.defer_publish);
+    const uint32_t b = (r.latest + 1 + static_cast<uint32_t>(Below(kBuffers - 1))) % kBuffers;
+    if (r.rx->SetTarget(spare ? r.buffers[b].data() : r.staging.data())) {
+      r.target = spare ? static_cast<int>(b) : -1;
+    }
+  }
+
+  // dsmd's PublishReplica: lines staged since the last publish are copied over
+  // (when they went to the staging copy), what the target missed comes from
+  // the latest buffer (VersionPublisher::PublishInPlace); the target must then
+  // be the version, byte for byte.
   void Publish(Replica& r) {
-    r.rx->changed().ForEachPage([&](size_t page, uint64_t mask) {
-      CopyPageLines(page, mask, r.staging.data(), r.published.data());
-    });
+    const LineSet& written = r.rx->changed();
+    const uint32_t t = r.target >= 0 ? static_cast<uint32_t>(r.target) : (r.latest + 1) % kBuffers;
+    if (r.target < 0) {
+      written.ForEachPage([&](size_t page, uint64_t mask) {
+        CopyPageLines(page, mask, r.staging.data(), r.buffers[t].data());
+      });
+    }
+    r.publisher->PublishInPlace(written, t, r.buffers[r.latest].data(), r.buffers[t].data());
+    r.latest = t;
     const uint64_t v = r.rx->complete_version();
     auto it = history_.find(v);
-    if (it != history_.end() && std::memcmp(r.published.data(), it->second.data(), rounded_) != 0) {
-      ADD_FAILURE() << "host " << r.host << " published version " << v
-                    << " but its readers' copy differs from the writer's (seed " << p_.seed
-                    << ", round " << round_ << ")";
+    if (it != history_.end() && std::memcmp(r.buffers[t].data(), it->second.data(), rounded_) != 0) {
+      size_t line = 0;
+      while (std::memcmp(r.buffers[t].data() + line * kLineBytes,
+                         it->second.data() + line * kLineBytes, kLineBytes) == 0) {
+        ++line;
+      }
+      ADD_FAILURE() << "host " << r.host << " published version " << v << " ("
+                    << (r.target < 0 ? "staged" : "in place")
+                    << ") but its readers' copy differs from the writer's at line " << line
+                    << " (seed " << p_.seed << ", round " << round_ << ")";
       ++failures_;
     }
     r.rx->Published();
+    r.rx->SetTarget(r.staging.data());  // as dsmd: the next frame aims
+    r.target = -1;
   }
 
   void SendAck(Replica& r) {
@@ -479,6 +506,7 @@ class Model {
       }
       return;
     }
+    if (r.target < 0 && !r.rx->assembling()) Aim(r);
     if (r.rx->assembling() && now_ - r.rx->last_frame_ns() > kNackAfterNs &&
         now_ - r.last_ack_ns > kNackAfterNs) {
       SendAck(r);

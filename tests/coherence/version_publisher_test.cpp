@@ -186,6 +186,31 @@ TEST(VersionPublisherTest, BufferThatMissedVersionsCatchesUpInOneCopy) {
   EXPECT_EQ(CollectRuns(pub.pending(2)), (Runs{{1, 1}, {193, 1}}));
 }
 
+TEST(VersionPublisherTest, InPlaceCatchesUpFromTheLatestBufferAndLeavesWrittenLinesAlone) {
+  // A replica's daemon writes a version's lines straight into the target
+  // buffer; only what the target missed besides them comes from the latest.
+  const size_t area = 2 * 4096;
+  std::vector<std::vector<uint8_t>> buffers(3, std::vector<uint8_t>(area, 0));
+  VersionPublisher pub(area, 3);
+  LineSet written(area);
+  auto write = [&](uint32_t buffer, size_t line, uint8_t value) {
+    std::fill_n(buffers[buffer].begin() + line * kLineBytes, kLineBytes, value);
+    written.AddLines(line, 1);
+  };
+  write(1, 5, 1);  // v1: lines 5 and 64 into buffer 1
+  write(1, 64, 1);
+  ASSERT_EQ(pub.PublishInPlace(written, 1, buffers[0].data(), buffers[1].data()), 0u);
+  written.Clear();
+  write(2, 5, 2);  // v2: line 5 again, into buffer 2, which missed line 64 of v1
+  EXPECT_EQ(pub.PublishInPlace(written, 2, buffers[1].data(), buffers[2].data()), kLineBytes);
+  EXPECT_EQ(buffers[2][5 * kLineBytes], 2) << "a written line was overwritten by the older version";
+  EXPECT_EQ(buffers[2][64 * kLineBytes], 1) << "a missed line was not caught up";
+  EXPECT_EQ(std::count(buffers[2].begin(), buffers[2].end(), 0), static_cast<long>(area - 2 * kLineBytes));
+  EXPECT_TRUE(pub.pending(2).Empty());
+  EXPECT_EQ(CollectRuns(pub.pending(0)), (Runs{{5, 1}, {64, 1}}));
+  EXPECT_EQ(CollectRuns(pub.pending(1)), (Runs{{5, 1}}));
+}
+
 TEST(VersionPublisherTest, EmptyPublishStillCatchesTheTargetUp) {
   const size_t area = 4096;
   std::vector<uint8_t> writer(area, 0);
