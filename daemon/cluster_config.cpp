@@ -82,8 +82,33 @@ std::optional<ClusterConfig> LoadClusterConfig(const std::string& path, std::str
       return fail("needs an ip like \"198.18.0.1\"");
     }
     h.device = (*t)["device"].value_or(std::string());
-    if (h.device.empty()) return fail("needs a device (DPDK device arguments)");
+    if (const toml::array* links = (*t)["link"].as_array()) {
+      for (const toml::node& l : *links) {
+        const toml::table* lt = l.as_table();
+        const auto peer = lt ? (*lt)["peer"].value<int64_t>() : std::nullopt;
+        const std::string device = lt ? (*lt)["device"].value_or(std::string()) : std::string();
+        if (!peer || *peer < 0 || *peer >= static_cast<int64_t>(kMaxHosts) || device.empty()) {
+          return fail("id " + std::to_string(h.id) + ": each [[host.link]] needs a peer (host id) and a device");
+        }
+        h.links.push_back({static_cast<uint16_t>(*peer), device});
+      }
+    }
+    if (h.device.empty() == h.links.empty()) {
+      return fail("id " + std::to_string(h.id) +
+                  " needs either a device (DPDK device arguments) or [[host.link]] entries, one per peer");
+    }
     cfg.hosts.push_back(h);
+  }
+  // Links join hosts of this file, each pair at most once per side.
+  for (const ClusterHost& h : cfg.hosts) {
+    std::set<uint16_t> peers;
+    for (const net::Link& l : h.links) {
+      if (l.peer == h.id || !ids.count(l.peer) || !peers.insert(l.peer).second) {
+        *error = path + ": host " + std::to_string(h.id) + ": link to host " + std::to_string(l.peer) +
+                 (l.peer == h.id ? " (itself)" : !ids.count(l.peer) ? " (not in the file)" : " (twice)");
+        return std::nullopt;
+      }
+    }
   }
   return cfg;
 }

@@ -16,7 +16,8 @@ struct ClusterHost {
   uint16_t id = 0;
   net::MacAddr mac{};
   uint32_t ipv4 = 0;  // host byte order
-  std::string device;
+  std::string device;  // one port to every peer; or:
+  std::vector<net::Link> links;  // one point-to-point port per peer ([[host.link]])
 };
 
 struct ClusterConfig {

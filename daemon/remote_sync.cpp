@@ -7,6 +7,7 @@
 
 #include "daemon/tunables.h"
 #include "libdsm/clock.h"
+#include "net/link_mesh_transport.h"
 
 namespace dsm {
 
@@ -45,7 +46,8 @@ bool RemoteSync::Start(std::string* error) {
     peers.push_back(h.id);
   }
   if (cluster_.multicast) port.groups.push_back(kClusterGroup);
-  transport_ = net::OpenDpdkTransport(port, error);
+  transport_ = self->links.empty() ? net::OpenDpdkTransport(port, error)
+                                   : net::OpenLinkMeshTransport(port, self->links, error);
   if (!transport_) return false;
   if (config_.faults.drop > 0 || config_.faults.duplicate > 0 || config_.faults.reorder > 0 ||
       config_.faults.corrupt > 0) {
@@ -56,7 +58,9 @@ bool RemoteSync::Start(std::string* error) {
   }
   membership_ = std::make_unique<Membership>(peers, kHostDownAfterNs);
   segment_->header.cluster_hosts = static_cast<uint32_t>(cluster_.hosts.size());
-  spdlog::info("remote sync on {} (mtu {}, {} peer(s), {})", self->device, cluster_.mtu_bytes,
+  spdlog::info("remote sync on {} (mtu {}, {} peer(s), {})",
+               self->links.empty() ? self->device : std::to_string(self->links.size()) + " links",
+               cluster_.mtu_bytes,
                peers.size(), cluster_.multicast ? "multicast fan-out" : "unicast");
   return true;
 }

@@ -3,6 +3,7 @@
 #include <rte_cycles.h>
 #include <rte_mbuf.h>
 
+#include <algorithm>
 #include <utility>
 
 #include "net/eal_runtime.h"
@@ -40,7 +41,10 @@ std::unique_ptr<DpdkTransport> DpdkTransport::Open(const PortConfig& config, std
   EalOptions eal;
   eal.file_prefix = config.file_prefix;
   if (spec->kind == DeviceKind::kPci) eal.pci_device = config.device;
-  eal.memory_mb = EalMemoryMbFor(config.mbufs, spec->rx_data_room_bytes);
+  // Per port: its pool, and the base share that also holds the device's own
+  // memory (memif's shared rings and buffers).
+  eal.memory_mb = EalMemoryMbFor(config.mbufs, spec->rx_data_room_bytes) *
+                  std::max(config.ports_in_process, 1u);
   eal.extra_args = config.extra_eal_args;
   eal.cpus = CurrentThreadCpus();
   if (!EnsureEalStarted(eal, &why)) return fail(why);

@@ -56,6 +56,15 @@ struct PortConfig {
   uint64_t pace_bits_per_sec = 0;  // 0: unpaced
   std::vector<Peer> peers;         // every other host; frames from others are dropped
   std::vector<uint16_t> groups;    // multicast groups to accept
+  // Ports this process opens in all (a link mesh opens one per peer): DPDK's
+  // memory is sized at the first open, for all of them.
+  uint32_t ports_in_process = 1;
+};
+
+// A point-to-point link to one peer (OpenLinkMeshTransport).
+struct Link {
+  uint16_t peer = 0;
+  std::string device;
 };
 
 struct TransportStats {

@@ -79,8 +79,8 @@ resolve_dir() {
   [[ $d =~ ^[A-Za-z0-9._/+-]+$ ]] \
     || die "state dir '$d' may only contain letters, digits and . _ / + -"
   [[ $d != / ]] || die "refusing to use / as the state dir"
-  # Longest path in it: hNN.sock / memif.sock; a Unix socket path has at most 107 bytes.
-  ((${#d} + 12 <= 107)) || die "state dir '$d' is too long for Unix socket paths (max ~95 characters)"
+  # Longest path in it: /memif-NN-NN.sock; a Unix socket path has at most 107 bytes.
+  ((${#d} + 17 <= 107)) || die "state dir '$d' is too long for Unix socket paths (max ~95 characters)"
   printf '%s\n' "$d"
 }
 
@@ -111,7 +111,7 @@ sw_port() { printf 'sw-h%d\n' "$1"; }
 sock_path() { printf '%s/h%d.sock\n' "$DIR" "$1"; }
 pid_path() { printf '%s/h%d.pid\n' "$DIR" "$1"; }
 log_path() { printf '%s/h%d.log\n' "$DIR" "$1"; }
-memif_sock() { printf '%s/memif.sock\n' "$DIR"; }
+memif_sock() { printf '%s/memif-%d-%d.sock\n' "$DIR" "$1" "$2"; }  # link of hosts $1 < $2
 
 ns_exists() { [[ -e /run/netns/$1 ]]; }
 
@@ -254,7 +254,7 @@ teardown() {
       done
     else
       rm -f "$DIR"/h*.sock "$DIR"/h*.pid "$DIR"/cluster.toml "$DIR"/.cluster.toml.* \
-        "$(memif_sock)" "$DIR/$STATE_FILE"
+        "$DIR"/memif-*.sock "$DIR/$STATE_FILE"
       if ((!keep_logs)); then rm -f "$DIR"/h*.log; fi
     fi
   fi
@@ -304,13 +304,24 @@ device_string() {
   case $DEVICE in
     af_packet) printf 'net_af_packet0,iface=%s\n' "$HOST_IF" ;;
     tap) printf 'net_tap0,iface=%s,mac=%s\n' "$(tap_name "$h")" "$(host_mac "$h")" ;;
-    memif)
-      local role=client
-      ((h == 1)) && role=server
-      printf 'net_memif0,role=%s,id=0,socket=%s,socket-abstract=no,bsize=%d,mac=%s\n' \
-        "$role" "$(memif_sock)" "$MEMIF_BSIZE" "$(host_mac "$h")"
-      ;;
   esac
+}
+
+# memif joins two processes: host h gets one link per other host g, a port named
+# net_memif<k> (k counts h's links), served by the lower id on memif-<lo>-<hi>.sock.
+memif_links_toml() {
+  local h=$1 g k=0 role
+  for ((g = 1; g <= N; g++)); do
+    ((g == h)) && continue
+    role=client
+    ((h < g)) && role=server
+    echo
+    echo "[[host.link]]"
+    echo "peer = $g"
+    printf 'device = "net_memif%d,role=%s,id=0,socket=%s,socket-abstract=no,bsize=%d,mac=%s"\n' \
+      "$k" "$role" "$(memif_sock $((h < g ? h : g)) $((h < g ? g : h)))" "$MEMIF_BSIZE" "$(host_mac "$h")"
+    k=$((k + 1))
+  done
 }
 
 write_cluster_toml() {
@@ -329,8 +340,9 @@ write_cluster_toml() {
       echo "id = $h"
       echo "mac = \"$(host_mac "$h")\""
       echo "ip = \"$(host_ip "$h")\""
-      echo "device = \"$(device_string "$h")\""
+      if [[ $DEVICE != memif ]]; then echo "device = \"$(device_string "$h")\""; fi
       echo "socket = \"$(sock_path "$h")\""
+      if [[ $DEVICE == memif ]]; then memif_links_toml "$h"; fi
     done
   } >"$tmp"
   chmod 644 "$tmp"
@@ -448,11 +460,8 @@ cmd_up() {
         || die "up: --device tap has no jumbo frames (net_tap's largest frame is 1522 bytes); use --mtu $TAP_MAX_MTU or less, or --device af_packet"
       ;;
     memif)
-      if ((N < 2)); then
-        die "up: --device memif links exactly two hosts (use: up 2 --device memif)"
-      elif ((N > 2)); then
-        die "up: --device memif links exactly two hosts: memif is point-to-point and dsmd opens one port, $N hosts would need $((N * (N - 1) / 2)) links; use --device af_packet (or tap) for $N hosts"
-      fi
+      # A full mesh: N(N-1)/2 point-to-point links, N-1 ports per daemon.
+      ((N >= 2)) || die "up: --device memif needs at least two hosts (memif links pairs of daemons)"
       ;;
     *) die "up: unknown --device '$DEVICE' (af_packet, tap or memif)" ;;
   esac

@@ -17,7 +17,7 @@
 #   --fractions LIST comma-separated fractions of lines changed per round (default 1.0,0.01)
 #   --configs LIST   comma-separated device:mtu:readers (default:
 #                    af_packet:1500:1,af_packet:1500:3,af_packet:9000:1,af_packet:9000:3,memif:1500:1,
-#                    memif:9000:1,memif:1500:3 -- the last is skipped with a note, see below)
+#                    memif:9000:1,memif:1500:3)
 #   --window W       a round starts when every reader sees the version W rounds back (default 2)
 #   --gap-ms MS      the writer pauses this long before each round (default 0), so the
 #                    daemons go idle between versions as between training steps
@@ -27,8 +27,9 @@
 #   --keep           keep the work dir (logs, per-run JSON) and print its path
 #   --dsmd-args ARGS extra dsmd arguments, space-separated (e.g. "--no-doorbell")
 #
-# memif links exactly two hosts (point to point; dsmd opens one port), so memif
-# runs only with R = 1; R = 3 configurations for memif are skipped with a note.
+# memif links exactly two processes: the cluster is a full mesh of links, each
+# dsmd one port per peer, and a version goes to R readers as R unicast copies;
+# its raw reference is one link (h1 -> h2), with no multicast rate.
 # Needs root (network namespaces). Everything it starts is stopped and every
 # cluster it brings up is taken down on exit, also on failure or Ctrl-C.
 set -euo pipefail
@@ -151,12 +152,17 @@ wait_bounded() {
   done
 }
 
-# device string of host H from the cluster file
+# device string of host H from the cluster file; with point-to-point links
+# (memif), that of its link to host P
 device_of() {
-  awk -v h="$2" '
-    /^\[\[host\]\]/ { id = "" }
+  awk -v h="$2" -v p="${3:-}" '
+    /^\[\[host\]\]/ { id = ""; link = 0 }
+    /^\[\[host\.link\]\]/ { link = 1; peer = "" }
     /^id = / { id = $3 }
-    /^device = / && id == h { d = $0; sub(/^device = "/, "", d); sub(/"$/, "", d); print d; exit }
+    /^peer = / { peer = $3 }
+    /^device = / && id == h && (link ? peer == p : 1) {
+      d = $0; sub(/^device = "/, "", d); sub(/"$/, "", d); print d; exit
+    }
   ' "$1/cluster.toml"
 }
 
@@ -177,7 +183,7 @@ run_raw() {
   device=$(state_of "$dir" device)
   start_sender() {
     local secs=$1
-    dev=$(device_of "$dir" 1)
+    dev=$(device_of "$dir" 1 "$peer")
     "$CLUSTER" exec 1 --dir "$dir" -- "$RAW" --role send --device "$dev" \
       --mac "$(host_mac 1)" --ip "$(host_ip 1)" --peer-mac "$(host_mac "$peer")" --peer-ip "$(host_ip "$peer")" \
       --mtu "$mtu" --seconds "$secs" --json "${group_args[@]}" \
@@ -190,7 +196,7 @@ run_raw() {
     sleep 1
   fi
   for h in "$@"; do
-    dev=$(device_of "$dir" "$h")
+    dev=$(device_of "$dir" "$h" 1)
     "$CLUSTER" exec "$h" --dir "$dir" -- "$RAW" --role recv --device "$dev" \
       --mac "$(host_mac "$h")" --ip "$(host_ip "$h")" --peer-mac "$(host_mac 1)" --peer-ip "$(host_ip 1)" \
       --mtu "$mtu" --seconds "$RAW_SECONDS" --json "${group_args[@]}" \
@@ -226,12 +232,6 @@ for cfg in "${cfgs[@]}"; do
   IFS=: read -r device mtu readers <<<"$cfg"
   [[ -n $device && $mtu =~ ^[0-9]+$ && $readers =~ ^[0-9]+$ ]] || die "bad configuration '$cfg' (device:mtu:readers)"
   label="$device mtu$mtu R=$readers"
-  if [[ $device == memif ]] && ((readers != 1)); then
-    msg="skipped $label: memif links exactly two hosts (point to point, one port per dsmd), so only R = 1"
-    note "$msg"
-    NOTES+=("$msg")
-    continue
-  fi
   idx=$((idx + 1))
   hosts=$((readers + 1))
   dir=$WORK/c$idx
@@ -245,7 +245,8 @@ for cfg in "${cfgs[@]}"; do
   raw_uni=$WORK/c$idx-raw-h2.json
   note "raw unicast h1->h2: $(raw_summary "$raw_uni")"
   mcast_args=()
-  if ((readers > 1)); then
+  # memif links are point to point: no multicast to compare with.
+  if ((readers > 1)) && [[ $device != memif ]]; then
     rx=()
     for ((h = 2; h <= hosts; h++)); do rx+=("$h"); done
     run_raw "$dir" "$mtu" "$WORK/c$idx-mraw" "${rx[@]}"

@@ -2,7 +2,8 @@
 // 3. Every version a reader sees is complete, versions only increase, replicas
 // end byte-for-byte equal to the writer (XXH3), names resolve from any host, and
 // a pointer-based structure written on one host is followed on another. Then the
-// same with frames dropped, duplicated, reordered and corrupted.
+// same with frames dropped, duplicated, reordered and corrupted, and over a
+// mesh of memif links (one port per peer in each daemon) instead of a bridge.
 #include <gtest/gtest.h>
 
 #include "tests/multihost/replication_workload.h"
@@ -12,9 +13,10 @@
 namespace dsm::testing {
 namespace {
 
-void RunThreeHosts(const std::vector<std::string>& dsmd_args, const WorkloadOptions& o) {
+void RunThreeHosts(const std::vector<std::string>& dsmd_args, const WorkloadOptions& o,
+                   const std::string& cluster_args = "") {
   if (const std::string why = MultihostUnavailableReason(); !why.empty()) GTEST_SKIP() << why;
-  VirtualCluster cluster(3, dsmd_args);
+  VirtualCluster cluster(3, dsmd_args, cluster_args);
   ASSERT_TRUE(cluster.ok());
   Shared<WorkloadBoard> b;
   const pid_t writer = Spawn([&] { return RunWriter(cluster.socket(1), o, &*b); });
@@ -59,6 +61,10 @@ TEST(Replication, SurvivesDroppedDuplicatedReorderedAndCorruptFrames) {
   RunThreeHosts({"--fault-drop", "0.05", "--fault-duplicate", "0.05", "--fault-reorder", "0.05",
                  "--fault-corrupt", "0.01", "--fault-seed", "7"},
                 WorkloadOptions{});
+}
+
+TEST(Replication, ThreeHostsOverAMeshOfMemifLinks) {
+  RunThreeHosts({}, WorkloadOptions{}, "--device memif");
 }
 
 }  // namespace

@@ -1,0 +1,152 @@
+#include "net/link_mesh_transport.h"
+
+#include <time.h>
+
+#include <algorithm>
+#include <cstring>
+#include <set>
+
+namespace dsm::net {
+namespace {
+
+class LinkMeshTransport final : public Transport {
+ public:
+  struct Port {
+    uint16_t peer;
+    std::unique_ptr<Transport> transport;
+  };
+  explicit LinkMeshTransport(std::vector<Port> ports) : ports_(std::move(ports)) {}
+
+  size_t max_payload_bytes() const override { return ports_.front().transport->max_payload_bytes(); }
+
+  uint8_t* Reserve(Destination dest) override {
+    reserved_ = nullptr;
+    if (dest.multicast) {
+      // Built in the first link's frame; Commit copies it to the others.
+      reserved_ = ports_.front().transport.get();
+    } else {
+      for (Port& p : ports_) {
+        if (p.peer == dest.host) reserved_ = p.transport.get();
+      }
+      if (reserved_ == nullptr) {
+        ++unroutable_;  // no link to that host
+        return nullptr;
+      }
+    }
+    reserved_dest_ = dest;
+    reserved_payload_ = reserved_->Reserve(dest);
+    if (reserved_payload_ == nullptr) reserved_ = nullptr;
+    return reserved_payload_;
+  }
+
+  void Commit(size_t payload_bytes) override {
+    if (reserved_ == nullptr) return;
+    if (reserved_dest_.multicast) {
+      for (size_t i = 1; i < ports_.size(); ++i) {
+        uint8_t* copy = ports_[i].transport->Reserve(reserved_dest_);
+        if (copy == nullptr) continue;  // counted by that link
+        std::memcpy(copy, reserved_payload_, std::min(payload_bytes, max_payload_bytes()));
+        ports_[i].transport->Commit(payload_bytes);
+      }
+    }
+    reserved_->Commit(payload_bytes);
+    reserved_ = nullptr;
+  }
+
+  size_t Flush() override {
+    size_t sent = 0;
+    for (Port& p : ports_) sent += p.transport->Flush();
+    return sent;
+  }
+
+  size_t Poll(size_t max, const RxFn& fn) override {
+    // Round robin from a moving start, so no link starves the others.
+    size_t delivered = 0;
+    for (size_t k = 0; k < ports_.size() && delivered < max; ++k) {
+      Port& p = ports_[(next_poll_ + k) % ports_.size()];
+      delivered += p.transport->Poll(max - delivered, fn);
+    }
+    next_poll_ = (next_poll_ + 1) % ports_.size();
+    return delivered;
+  }
+
+  void WaitForFrames(uint32_t timeout_us) override {
+    // One link can wait on its RX interrupt; several would need one epoll set
+    // over all their event fds, which DPDK's per-port API does not give us.
+    if (ports_.size() == 1) {
+      ports_.front().transport->WaitForFrames(timeout_us);
+      return;
+    }
+    if (timeout_us == 0) return;
+    timespec ts{static_cast<time_t>(timeout_us / 1'000'000), static_cast<long>(timeout_us % 1'000'000) * 1000};
+    clock_nanosleep(CLOCK_MONOTONIC, 0, &ts, nullptr);
+  }
+
+  TransportStats stats() const override {
+    TransportStats sum;
+    for (const Port& p : ports_) {
+      const TransportStats s = p.transport->stats();
+      sum.tx_frames += s.tx_frames;
+      sum.tx_bytes += s.tx_bytes;
+      sum.tx_dropped += s.tx_dropped;
+      sum.rx_frames += s.rx_frames;
+      sum.rx_bytes += s.rx_bytes;
+      sum.rx_dropped_malformed += s.rx_dropped_malformed;
+      sum.rx_dropped_not_for_us += s.rx_dropped_not_for_us;
+      sum.rx_dropped_unknown_source += s.rx_dropped_unknown_source;
+      sum.faults_dropped += s.faults_dropped;
+      sum.faults_duplicated += s.faults_duplicated;
+      sum.faults_reordered += s.faults_reordered;
+      sum.faults_corrupted += s.faults_corrupted;
+    }
+    sum.tx_dropped += unroutable_;
+    return sum;
+  }
+
+ private:
+  std::vector<Port> ports_;
+  Transport* reserved_ = nullptr;
+  Destination reserved_dest_;
+  uint8_t* reserved_payload_ = nullptr;
+  uint64_t unroutable_ = 0;
+  size_t next_poll_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<Transport> OpenLinkMeshTransport(const PortConfig& base,
+                                                 const std::vector<Link>& links,
+                                                 std::string* error) {
+  if (links.empty()) {
+    *error = "a link mesh needs at least one link";
+    return nullptr;
+  }
+  std::set<uint16_t> linked;
+  std::vector<LinkMeshTransport::Port> ports;
+  for (const Link& link : links) {
+    auto peer = std::find_if(base.peers.begin(), base.peers.end(),
+                             [&](const Peer& p) { return p.host_id == link.peer; });
+    if (peer == base.peers.end()) {
+      *error = "link to host " + std::to_string(link.peer) + ": not a peer in the cluster";
+      return nullptr;
+    }
+    if (!linked.insert(link.peer).second) {
+      *error = "two links to host " + std::to_string(link.peer);
+      return nullptr;
+    }
+    PortConfig c = base;
+    c.device = link.device;
+    c.peers = {*peer};  // a link carries its peer's frames only
+    c.ports_in_process = static_cast<uint32_t>(links.size());
+    std::string why;
+    std::unique_ptr<Transport> t = OpenDpdkTransport(c, &why);
+    if (!t) {
+      *error = "link to host " + std::to_string(link.peer) + ": " + why;
+      return nullptr;
+    }
+    ports.push_back({link.peer, std::move(t)});
+  }
+  return std::make_unique<LinkMeshTransport>(std::move(ports));
+}
+
+}  // namespace dsm::net
