@@ -34,10 +34,12 @@ size_t LineSet::CountLines() const {
   return n;
 }
 
-size_t LineSet::count_pages() const {
-  size_t n = 0;
-  ForEachPage([&](size_t, uint64_t) { ++n; });
-  return n;
+bool LineSet::Empty() const {
+  // Stops at the first page with a line: the receiver asks once per frame.
+  for (uint32_t page : listed_pages_) {
+    if (masks_[page] != 0) return false;
+  }
+  return true;
 }
 
 void LineSet::Clear() {

@@ -39,7 +39,7 @@ class LineSet {
 
   uint64_t mask(size_t page) const { return masks_[page]; }
   bool Test(size_t line) const { return (masks_[line / kLinesPerPage] >> (line % kLinesPerPage)) & 1; }
-  bool Empty() const { return count_pages() == 0; }
+  bool Empty() const;
   size_t CountLines() const;
   void Clear();
 
@@ -57,7 +57,6 @@ class LineSet {
 
 
  private:
-  size_t count_pages() const;
   void SortPages() const;
 
   size_t lines_;

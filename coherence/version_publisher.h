@@ -53,8 +53,8 @@ class VersionPublisher {
   // are the lines written there since the last publish. Copies what `target`
   // lacks besides those from `latest` (the latest version's buffer; area
   // memory, rounded up to whole lines) into `dst`, then does Publish's
-  // bookkeeping. Lines in `written` must hold the new version's content, or
-  // that of `latest` (see ReplicaReceiver). Returns the bytes copied.
+  // bookkeeping. Lines in `written` must hold the new version's content
+  // (ReplicaReceiver: lines of an abandoned transfer do). Returns the bytes copied.
   size_t PublishInPlace(const LineSet& written, uint32_t target, const uint8_t* latest,
                         uint8_t* dst);
 

@@ -107,7 +107,8 @@ void RemoteSync::PublishReplica(Replica& r, uint64_t now_ns) {
   if (r.target >= 0) ++stats_.versions_received_in_place;
   r.receiver->Published();
   // Not aimed at a spare yet: right now local readers still hold the version
-  // before, and with two buffers that is the only spare. The next frame aims.
+  // before, and with two buffers that is the only spare. The next frame, or
+  // the next turn (ReplicaTurn), aims again.
   r.receiver->SetTarget(backing_ + a.writer_offset);
   r.target = -1;
   if (!r.named) r.named = directory_->NameReplica(r.local_index);

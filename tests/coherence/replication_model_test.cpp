@@ -50,7 +50,6 @@ constexpr uint64_t kNackAfterNs = 3'000'000;
 constexpr uint64_t kAckMinGapNs = 2'000'000;
 constexpr uint16_t kWriterHost = 1;
 constexpr size_t kHistory = 48;  // collected versions kept for comparison
-constexpr uint32_t kBuffers = 3;  // reader buffers per replica
 
 struct VectorSink {
   uint8_t* Reserve(size_t max_bytes) {
@@ -75,7 +74,10 @@ struct Params {
   int late_subscriber_round = -1;  // the last host subscribes then (-1: at once)
   int restart_round = -1;          // the second host's daemon restarts then
   double drop = 0.05, duplicate = 0.05, late = 0.05, corrupt = 0.01;
-  double ack_drop = 0.05, multicast_to_all = 0.2, defer_publish = 0.1;
+  double ack_drop = 0.05, multicast_to_all = 0.2;
+  // Each spare buffer of a replica is pinned by a local reader this often when
+  // the next version is aimed or published (dsmd then stages, or defers).
+  double pin = 0.1;
   double slow_host_drop = 0;  // frames to the last host are also dropped this often
   // Scripted runs: which rounds the writer changes something (default: random),
   // and frames to lose on top of the random drops.
@@ -179,6 +181,7 @@ class Model {
     Bytes staging;
     std::vector<Bytes> buffers;  // what local readers see: the latest one
     uint32_t latest = 0;
+    Bytes latest_snapshot;  // the latest buffer as published
     int target = -1;  // the buffer frames go to; -1: the staging copy
     std::unique_ptr<ReplicaReceiver> rx;
     std::unique_ptr<VersionPublisher> publisher;
@@ -207,12 +210,16 @@ class Model {
            std::to_string(r.completions);
   }
 
+  // Reader buffers per replica: 2 (the library's default) to 4, by seed.
+  uint32_t Buffers() const { return 2 + static_cast<uint32_t>(p_.seed % 3); }
+
   void StartReplica(Replica& r) {
     r.staging.assign(rounded_, 0xee);  // junk: a line never sent shows up
-    r.buffers.assign(kBuffers, Bytes(rounded_, 0xdd));
+    r.buffers.assign(Buffers(), Bytes(rounded_, 0xdd));
     r.latest = 0;
+    r.latest_snapshot.clear();
     r.rx = std::make_unique<ReplicaReceiver>(p_.area_bytes, r.staging.data());
-    r.publisher = std::make_unique<VersionPublisher>(p_.area_bytes, kBuffers);
+    r.publisher = std::make_unique<VersionPublisher>(p_.area_bytes, Buffers());
     r.target = -1;
     Aim(r);
     r.subscribed = true;
@@ -432,7 +439,7 @@ class Model {
                     << ", which was never collected or is long gone (seed " << p_.seed << ")";
       ++failures_;
     }
-    if (r.target < 0 && Coin(p_.defer_publish)) {
+    if (r.target < 0 && PickTarget(r) < 0) {
       // Local readers hold every spare buffer: retried in a later turn.
       r.publish_round = round_ + 1 + static_cast<int>(Below(3));
     } else {
@@ -440,13 +447,49 @@ class Model {
     }
   }
 
+  // A buffer for the next version as dsmd picks it (PickTargetBuffer), with
+  // local readers pinning each buffer at random; -1: none free.
+  int PickTarget(const Replica& r) {
+    uint32_t pinned = 0;
+    for (uint32_t b = 0; b < r.buffers.size(); ++b) {
+      if (Coin(p_.pin)) pinned |= 1u << b;
+    }
+    return PickTargetBuffer(static_cast<uint32_t>(r.buffers.size()), r.latest, pinned);
+  }
+
   // dsmd's AimReplica: between versions, frames go to a spare buffer, or to
-  // the staging copy while local readers pin every spare (p_.defer_publish).
+  // the staging copy while local readers pin every spare.
   void Aim(Replica& r) {
-    const bool spare = !Coin(p_.defer_publish);
-    const uint32_t b = (r.latest + 1 + static_cast<uint32_t>(Below(kBuffers - 1))) % kBuffers;
-    if (r.rx->SetTarget(spare ? r.buffers[b].data() : r.staging.data())) {
-      r.target = spare ? static_cast<int>(b) : -1;
+    const int b = PickTarget(r);
+    if (r.rx->SetTarget(b >= 0 ? r.buffers[static_cast<size_t>(b)].data() : r.staging.data())) {
+      r.target = b;
+    }
+  }
+
+  // What local readers may hold must not change under them: the latest buffer
+  // stays as published until the next publish. And every buffer differs from
+  // the latest only in lines its publisher still lists as pending for it.
+  void CheckBuffers(const Replica& r, const char* when) {
+    if (!r.latest_snapshot.empty() &&
+        std::memcmp(r.buffers[r.latest].data(), r.latest_snapshot.data(), rounded_) != 0) {
+      ADD_FAILURE() << "host " << r.host << ": the latest buffer changed between publishes (" << when
+                    << ", seed " << p_.seed << ", round " << round_ << ")";
+      ++failures_;
+    }
+  }
+  void CheckPending(const Replica& r) {
+    const Bytes& latest = r.buffers[r.latest];
+    for (uint32_t b = 0; b < r.buffers.size(); ++b) {
+      for (size_t line = 0; line < lines_; ++line) {
+        if (std::memcmp(r.buffers[b].data() + line * kLineBytes, latest.data() + line * kLineBytes,
+                        kLineBytes) != 0 &&
+            !r.publisher->pending(b).Test(line)) {
+          ADD_FAILURE() << "host " << r.host << ": buffer " << b << " differs from the latest at line "
+                        << line << ", which is not pending for it (seed " << p_.seed << ")";
+          ++failures_;
+          return;
+        }
+      }
     }
   }
 
@@ -456,7 +499,14 @@ class Model {
   // be the version, byte for byte.
   void Publish(Replica& r) {
     const LineSet& written = r.rx->changed();
-    const uint32_t t = r.target >= 0 ? static_cast<uint32_t>(r.target) : (r.latest + 1) % kBuffers;
+    CheckBuffers(r, "before a publish");
+    int picked = r.target;
+    if (picked < 0) {
+      // Deferred until a spare is free (Completed/ReplicaTurn retry).
+      while ((picked = PickTarget(r)) < 0) {
+      }
+    }
+    const uint32_t t = static_cast<uint32_t>(picked);
     if (r.target < 0) {
       written.ForEachPage([&](size_t page, uint64_t mask) {
         CopyPageLines(page, mask, r.staging.data(), r.buffers[t].data());
@@ -481,6 +531,8 @@ class Model {
     r.rx->Published();
     r.rx->SetTarget(r.staging.data());  // as dsmd: the next frame aims
     r.target = -1;
+    r.latest_snapshot = r.buffers[r.latest];
+    CheckPending(r);
   }
 
   void SendAck(Replica& r) {
@@ -675,7 +727,7 @@ TEST(ReplicationModelTest, NackOfAVersionZeroTransferIsNotAnAckOfVersionZero) {
   p.seed = 7;
   p.hosts = 1;
   p.first_version = 0;
-  p.drop = p.duplicate = p.late = p.corrupt = p.ack_drop = p.defer_publish = 0;
+  p.drop = p.duplicate = p.late = p.corrupt = p.ack_drop = p.pin = 0;
   p.multicast_to_all = 0;
   p.write_rounds = 12;
   p.settle_rounds = 500;
