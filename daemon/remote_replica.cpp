@@ -19,6 +19,31 @@ RemoteSync::Replica* RemoteSync::FindReplica(uint16_t host, uint32_t index, uint
   return nullptr;
 }
 
+void RemoteSync::DropFreedReplicas() {
+  auto freed = [&](const std::unique_ptr<Replica>& r) {
+    const AreaControl& a = segment_->areas[r->local_index];
+    return !a.is_replica || a.generation != r->local_generation ||
+           a.state.load() == static_cast<uint32_t>(AreaState::kFree);
+  };
+  for (auto it = replicas_.begin(); it != replicas_.end();) {
+    if (!freed(*it)) {
+      ++it;
+      continue;
+    }
+    const Replica& r = **it;
+    spdlog::info("replica '{}' of host {} was freed here", r.name, r.origin_host);
+    const bool again = std::any_of(replicas_.begin(), replicas_.end(), [&](const auto& o) {
+      return o.get() != &r && !freed(o) && o->origin_host == r.origin_host &&
+             o->origin_index == r.origin_index && o->origin_generation == r.origin_generation;
+    });
+    if (!again) {  // nobody here wants that area any more
+      SendSmall(net::Destination::Host(r.origin_host), wire::FrameType::kSubscribe, r.origin_index,
+                r.origin_generation, 0, 0, wire::kFlagUnsubscribe, 0, {});
+    }
+    it = replicas_.erase(it);
+  }
+}
+
 std::string RemoteSync::RequestReplica(const std::string& name, uint64_t now_ns) {
   for (auto& [host, entries] : remote_dir_) {
     auto it = entries.find(name);
@@ -31,6 +56,7 @@ std::string RemoteSync::RequestReplica(const std::string& name, uint64_t now_ns)
       if (!index) return "cannot replicate '" + name + "' here: " + why;
       auto fresh = std::make_unique<Replica>();
       fresh->local_index = *index;
+      fresh->local_generation = segment_->areas[*index].generation;
       fresh->origin_host = host;
       fresh->origin_index = d.area_index;
       fresh->origin_generation = d.area_generation;

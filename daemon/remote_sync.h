@@ -83,6 +83,7 @@ class RemoteSync {
   // Another host's area replicated here.
   struct Replica {
     uint32_t local_index = 0;
+    uint32_t local_generation = 0;  // of the local slot: a freed slot may be reused
     uint16_t origin_host = 0;
     uint32_t origin_index = 0;
     uint32_t origin_generation = 0;
@@ -137,6 +138,9 @@ class RemoteSync {
   void OnHostDown(uint16_t host);
   void OnHostRestarted(uint16_t host);
   Replica* FindReplica(uint16_t host, uint32_t index, uint32_t generation);
+  // Forgets replicas whose local slot was freed (the replica was sealed and
+  // its name reused, or dsmd dropped it), and tells their origins.
+  void DropFreedReplicas();
 
   // remote_directory.cpp
   void SendHeartbeat(uint64_t now_ns);

@@ -1,10 +1,13 @@
 // Hosts failing: a reader host's daemon killed with SIGKILL and restarted
 // resyncs to the latest version; a writer host taken down makes its readers
-// report the area stale, without crashes.
+// report the area stale, without crashes; a replica freed while its host was
+// away never writes into the local area that took its place.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <xxhash.h>
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <thread>
@@ -146,6 +149,96 @@ TEST(Failures, AWriterHostTakenDownMakesReadersReportStale) {
   bool host1_down = false;
   for (const auto& h : ctl["hosts"]) host1_down |= h["id"] == 1 && !h["up"].get<bool>();
   EXPECT_TRUE(host1_down);
+  kill(writer, SIGKILL);
+  Reap(writer, 10000);
+}
+
+// Host 1's daemon is stopped (not killed: its areas and subscriptions live on)
+// long enough for host 2 to mark it down; the replica there is sealed, and a
+// local program takes its name (and its slot). When host 1 resumes, it resends
+// what host 2 lacks: those frames must not land in the local area.
+TEST(Failures, AReplicaFreedWhileItsHostWasAwayLeavesTheAreaThatTookItsSlotAlone) {
+  if (const std::string why = MultihostUnavailableReason(); !why.empty()) GTEST_SKIP() << why;
+  VirtualCluster cluster(2);
+  ASSERT_TRUE(cluster.ok());
+  WorkloadOptions o;
+  o.versions = 100000;  // until the test stops it
+  o.readers = 1;
+  Shared<WorkloadBoard> b;
+  struct Results {
+    std::atomic<bool> replica_done{false};
+    std::atomic<bool> local_published{false};
+    std::atomic<bool> host_back{false};
+    uint64_t local_version = 0;
+    uint64_t seen_version = 0;
+    int wrong_bytes = -1;
+  };
+  Shared<Results> res;
+  const pid_t writer = Spawn([&] { return RunWriter(cluster.socket(1), o, &*b); });
+  ASSERT_TRUE(WaitFor([&] { return b->allocated.load(); }, 20000));
+  const pid_t reader = Spawn([&] {
+    if (!Init(cluster.socket(2))) return 40;
+    const void* p = nullptr;
+    if (dsm_attach("mh/area", 20000, &p, nullptr) != DSM_OK) return 41;
+    ++b->readers_attached;
+    if (dsm_wait_version(p, 20, 20000) != DSM_OK) return 42;
+    return dsm_fini() == DSM_OK ? 0 : 43;  // the replica has no reader left
+  });
+  ASSERT_EQ(Reap(reader, 60000), 0);
+  const int daemon1 = cluster.DaemonPid(1);
+  ASSERT_GT(daemon1, 0);
+  ASSERT_EQ(kill(daemon1, SIGSTOP), 0);
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        const auto ctl = cluster.Dsmctl(2);
+        bool down = false;
+        for (const auto& h : ctl["hosts"]) down |= h["id"] == 1 && !h["up"].get<bool>();
+        return down;
+      },
+      10000))
+      << "host 2 never marked the stopped host 1 down";
+  // A local writer on host 2 takes the name: 0x5a everywhere, a few versions.
+  const pid_t local = Spawn([&] {
+    if (!Init(cluster.socket(2))) return 50;
+    void* p = nullptr;
+    if (dsm_alloc("mh/area", o.area_bytes, nullptr, &p) != DSM_OK) return 51;
+    for (int v = 0; v < 5; ++v) {
+      std::memset(p, 0x5a, o.area_bytes);
+      dsm_log(p, o.area_bytes);
+      if (dsm_publish(p) != DSM_OK) return 52;
+    }
+    res->local_version = dsm_version(p);
+    res->local_published = true;
+    WaitFor([&] { return res->replica_done.load(); }, 60000);
+    return dsm_fini() == DSM_OK ? 0 : 53;
+  });
+  ASSERT_TRUE(WaitFor([&] { return res->local_published.load(); }, 20000));
+  ASSERT_EQ(kill(daemon1, SIGCONT), 0);
+  // Host 1 is back, its writer still publishing: give it time to resend.
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        const auto ctl = cluster.Dsmctl(2);
+        bool up = false;
+        for (const auto& h : ctl["hosts"]) up |= h["id"] == 1 && h["up"].get<bool>();
+        return up;
+      },
+      10000));
+  std::this_thread::sleep_for(std::chrono::milliseconds(1000));
+  const pid_t check = Spawn([&] {
+    if (!Init(cluster.socket(2))) return 60;
+    const void* p = nullptr;
+    if (dsm_attach("mh/area", 5000, &p, nullptr) != DSM_OK) return 61;
+    res->seen_version = dsm_version(p);
+    const auto* bytes = static_cast<const uint8_t*>(p);
+    res->wrong_bytes = static_cast<int>(
+        std::count_if(bytes, bytes + o.area_bytes, [](uint8_t x) { return x != 0x5a; }));
+    return dsm_fini() == DSM_OK ? 0 : 62;
+  });
+  EXPECT_EQ(Reap(check, 30000), 0);
+  res->replica_done = true;
+  EXPECT_EQ(Reap(local, 30000), 0);
+  EXPECT_EQ(res->wrong_bytes, 0) << "remote lines landed in the local area";
+  EXPECT_EQ(res->seen_version, res->local_version) << "a remote version was published into the local area";
   kill(writer, SIGKILL);
   Reap(writer, 10000);
 }
