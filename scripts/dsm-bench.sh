@@ -26,6 +26,8 @@
 #   --no-build       use the binaries as they are
 #   --keep           keep the work dir (logs, per-run JSON) and print its path
 #   --dsmd-args ARGS extra dsmd arguments, space-separated (e.g. "--no-doorbell")
+#   --no-hugepages   leave the daemons' backing on 4 KiB pages (default: cluster.sh up
+#                    --hugepages reserves 2 MiB pages for it, as a production host would)
 #
 # memif links exactly two processes: the cluster is a full mesh of links, each
 # dsmd one port per peer, and a version goes to R readers as R unicast copies;
@@ -48,6 +50,7 @@ ROUNDS=20000
 DO_BUILD=1
 KEEP=0
 DSMD_ARGS=()
+HUGEPAGES=(--hugepages)
 prog=dsm-bench.sh
 
 die() { echo "$prog: $*" >&2; exit 1; }
@@ -77,6 +80,7 @@ while (($#)); do
     --build) BUILD=${2:?--build needs a directory}; shift 2 ;;
     --no-build) DO_BUILD=0; shift ;;
     --keep) KEEP=1; shift ;;
+    --no-hugepages) HUGEPAGES=(); shift ;;
     --dsmd-args) read -r -a DSMD_ARGS <<<"${2?--dsmd-args needs a value}"; shift 2 ;;
     -h | --help) usage; exit 0 ;;
     *) echo "$prog: unknown argument '$1'" >&2; usage >&2; exit 2 ;;
@@ -237,7 +241,7 @@ for cfg in "${cfgs[@]}"; do
   dir=$WORK/c$idx
   note "=== $label: $hosts hosts, area $SIZE, $SECONDS_PER_RUN s per run ==="
   CUR_DIR=$dir
-  "$CLUSTER" up "$hosts" --dir "$dir" --mtu "$mtu" --device "$device" --no-daemons >"$WORK/c$idx-up.log" 2>&1 \
+  "$CLUSTER" up "$hosts" --dir "$dir" --mtu "$mtu" --device "$device" --no-daemons "${HUGEPAGES[@]}" >"$WORK/c$idx-up.log" 2>&1 \
     || { cat "$WORK/c$idx-up.log" >&2; die "cluster up failed for $label"; }
 
   # Raw reference first, while no dsmd uses the device.
@@ -301,7 +305,7 @@ for cfg in "${cfgs[@]}"; do
 done
 
 elapsed=$(($(date +%s) - started))
-NOTES+=("$(nproc) CPUs, loadavg $(cut -d' ' -f1-3 /proc/loadavg), ${elapsed}s; area $SIZE, ${SECONDS_PER_RUN}s per run, window $WINDOW, gap ${GAP_MS} ms${DSMD_ARGS[*]:+, dsmd ${DSMD_ARGS[*]}}; raw = bench/raw_throughput receiver on h2, same device and namespaces, no dsmd running")
+NOTES+=("$(nproc) CPUs, loadavg $(cut -d' ' -f1-3 /proc/loadavg), ${elapsed}s; area $SIZE, ${SECONDS_PER_RUN}s per run, window $WINDOW, gap ${GAP_MS} ms${DSMD_ARGS[*]:+, dsmd ${DSMD_ARGS[*]}}, backing on $([[ ${#HUGEPAGES[@]} -gt 0 ]] && echo "2 MiB" || echo "4 KiB") pages; raw = bench/raw_throughput receiver on h2, same device and namespaces, no dsmd running")
 if command -v git >/dev/null 2>&1 && git -C "$ROOT" rev-parse --git-dir >/dev/null 2>&1; then
   dirty=$(git -C "$ROOT" status --porcelain -- daemon coherence net libdsm 2>/dev/null | awk '{print $2}' | tr '\n' ' ')
   NOTES+=("source: commit $(git -C "$ROOT" rev-parse --short HEAD)${dirty:+, uncommitted changes in: $dirty}")
