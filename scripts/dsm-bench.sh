@@ -265,6 +265,8 @@ for cfg in "${cfgs[@]}"; do
       || { tail -n 30 "$dir/h$h.log" >&2 || true; die "dsmd on host $h did not start for $label"; }
   done
 
+  copies=1  # memif has no multicast: one copy per reader
+  [[ $device != memif ]] || copies=$readers
   for f in "${fracs[@]}"; do
     run=$WORK/c$idx-f$f
     board=$dir/board-f$f
@@ -283,7 +285,7 @@ for cfg in "${cfgs[@]}"; do
       --socket "$dir/h1.sock" --board "$board" --readers "$readers" "${peers[@]}" \
       --size "$SIZE" --fraction "$f" --rounds "$ROUNDS" --seconds "$SECONDS_PER_RUN" --window "$WINDOW" --gap-ms "$GAP_MS" \
       --timeout-s 60 --dsmctl "$DSMCTL" --raw-json "$raw_uni" "${mcast_args[@]}" \
-      --label "$label" --device "$device" --mtu "$mtu" --json "$run.json" \
+      --label "$label" --device "$device" --mtu "$mtu" --json "$run.json" --copies "$copies" \
       >"$run-writer.log" 2>&1 &
     wpid=$!
     BG_PIDS+=("$wpid")
