@@ -2,18 +2,21 @@
 # The README's main command: installs what is missing, builds, and trains a
 # 784-1024-1024-10 MLP on Fashion-MNIST by data-parallel SGD with its parameters
 # in libdsm areas: first on 1 host, then on a 3-host virtual cluster (network
-# namespaces, one dsmd per host on DPDK af_packet), with a progress line per
+# namespaces, one dsmd per host, joined by DPDK memif links), with a progress line per
 # epoch (loss, accuracy, versions/s, staleness, throughput). Everything is torn
 # down at the end, also when interrupted (Ctrl-C, SIGTERM). Results go to
 # results/demo/: summary.json (both runs, and 3 hosts against 1), accuracy.png
 # (test accuracy against wall time), and each run's logs and JSON summaries.
 #
 #   scripts/demo.sh [--epochs N] [--model mlp|softmax] [--quick] [--no-build]
-#                   [--out DIR] [--dir DIR]
+#                   [--device memif|af_packet] [--out DIR] [--dir DIR]
 #
 #   --epochs N   passes over the training set per run (default 2)
 #   --quick      the shortest form (for CI): 1 epoch of 120 steps per worker
 #   --no-build   skip scripts/setup.sh and scripts/build.sh (binaries in $BUILD_DIR)
+#   --device D   the virtual wire (default memif: shared-memory links between the
+#                daemons, the fastest one machine has; af_packet: veth pairs on a
+#                bridge with multicast, the kernel's network path)
 #   --out DIR    results directory (default results/demo)
 #   --dir DIR    the virtual cluster's state dir (default /run/dsm/demo)
 set -euo pipefail
@@ -28,15 +31,17 @@ QUICK=0
 BUILD=1
 OUT=results/demo
 DIR=/run/dsm/demo
+DEVICE=memif
 while (($#)); do
   case $1 in
     --epochs) (($# >= 2)) || die "--epochs needs a value"; EPOCHS=$2; shift 2 ;;
     --model) (($# >= 2)) || die "--model needs a value"; MODEL=$2; shift 2 ;;
     --quick) QUICK=1; EPOCHS=1; shift ;;
     --no-build) BUILD=0; shift ;;
+    --device) (($# >= 2)) || die "--device needs a value"; DEVICE=$2; shift 2 ;;
     --out) (($# >= 2)) || die "--out needs a directory"; OUT=$2; shift 2 ;;
     --dir) (($# >= 2)) || die "--dir needs a directory"; DIR=$2; shift 2 ;;
-    -h | --help) sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) die "unknown argument $1 (see --help)" ;;
   esac
 done
@@ -82,7 +87,7 @@ mkdir -p "$OUT"
 for hosts in 1 3; do
   echo "== Fashion-MNIST, $MODEL, $EPOCHS epoch(s), $hosts host(s)"
   scripts/train.sh --hosts "$hosts" --epochs "$EPOCHS" --model "$MODEL" \
-    --out "$OUT/hosts$hosts" --dir "$DIR" -- "${prog_args[@]}" &
+    --device "$DEVICE" --out "$OUT/hosts$hosts" --dir "$DIR" -- "${prog_args[@]}" &
   child=$!
   rc=0
   wait "$child" || rc=$?

@@ -6,6 +6,7 @@
 #
 #   scripts/train.sh --hosts 3 [--epochs 2] [--model mlp|softmax] [--batch B] [--lr LR]
 #                    [--staleness S] [--seed N] [--json FILE] [--out DIR] [--mtu BYTES]
+#                    [--device af_packet|memif|tap]
 #                    [--dir DIR] [-- more fashion_mnist options]
 #
 # Needs root (network namespaces), a build (scripts/build.sh or ninja -C build) and the
@@ -35,6 +36,9 @@ usage: $0 --hosts N [options] [-- fashion_mnist options...]
   --out DIR        keep every worker's log and JSON summary here (worker<K>.log/.json)
                    and the daemons' CPU use (daemons.json)
   --mtu BYTES      cluster MTU (default 9000: a 7 MiB update is ~830 frames, not ~5000)
+  --device D       the hosts' DPDK device (cluster.sh up --device; default af_packet: veth
+                   pairs on a bridge, multicast; memif: shared-memory links between the
+                   daemons, the fastest wire one machine has)
   --dir DIR        cluster state dir (default /run/dsm/train)
 
 Environment: BUILD_DIR (default build), FASHION_MNIST (the binary, default
@@ -47,6 +51,7 @@ hosts=
 epochs=
 model=mlp
 mtu=9000
+device=af_packet
 dir=/run/dsm/train
 json=
 out=
@@ -61,6 +66,7 @@ while (($#)); do
     --json) (($# >= 2)) || die "--json needs a file"; json=$2; shift 2 ;;
     --out) (($# >= 2)) || die "--out needs a directory"; out=$2; shift 2 ;;
     --mtu) (($# >= 2)) || die "--mtu needs a value"; mtu=$2; shift 2 ;;
+    --device) (($# >= 2)) || die "--device needs a value"; device=$2; shift 2 ;;
     --dir) (($# >= 2)) || die "--dir needs a value"; dir=$2; shift 2 ;;
     -h | --help) usage; exit 0 ;;
     --) shift; prog_args+=("$@"); break ;;
@@ -82,7 +88,9 @@ job_require_root
 
 [[ -z $json ]] || json=$(realpath -m -- "$json")
 job_logs_dir train
-job_cluster_up "$hosts" --mtu "$mtu"
+# One host has no peer to link to: memif (point to point) would have no link.
+((hosts > 1)) || [[ $device != memif ]] || device=af_packet
+job_cluster_up "$hosts" --mtu "$mtu" --device "$device"
 
 # The daemons' CPU time (user + system, clock ticks) from /proc, to report their share.
 daemon_ticks() {
@@ -122,7 +130,7 @@ machine_busy=$(($(machine_ticks) - machine0))
 # The daemons' CPU use while the workers ran.
 hz=$(getconf CLK_TCK)
 busy_cores=$(awk -v t="$machine_busy" -v hz="$hz" -v n="$elapsed_ns" 'BEGIN{printf "%.3f", (t/hz)/(n/1e9)}')
-cpu_json="{\"wall_s\": $(awk -v n="$elapsed_ns" 'BEGIN{printf "%.3f", n/1e9}'),"
+cpu_json="{\"device\": \"$device\", \"mtu\": $mtu, \"wall_s\": $(awk -v n="$elapsed_ns" 'BEGIN{printf "%.3f", n/1e9}'),"
 cpu_json+=" \"machine\": {\"cores\": $(nproc), \"busy_cores\": $busy_cores}, \"hosts\": ["
 line="$prog: dsmd CPU during training:"
 for ((h = 1; h <= hosts; h++)); do

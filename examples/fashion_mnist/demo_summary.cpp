@@ -149,6 +149,8 @@ bool SummariseRun(const std::string& dir, json* run, std::string* error) {
   }
 
   *run = {{"hosts", hosts},
+          {"device", daemons.value("device", "")},
+          {"mtu", daemons.value("mtu", 0)},
           {"model", cfg["model"]},
           {"architecture", cfg["architecture"]},
           {"parameters", cfg["parameters"]},
@@ -268,6 +270,12 @@ void PrintTable(const json& s) {
                 100 * r["worker_time_fraction"]["wait"].get<double>(), cpu.c_str());
   }
   std::printf("(sync and wait: %% of worker time in dsm publish/service and in dsm_wait_version)\n");
+  for (const json& r : s["runs"]) {
+    if (r["hosts"].get<size_t>() > 1 && !r["device"].get<std::string>().empty()) {
+      std::printf("(%s: DPDK %s between the daemons, MTU %d)\n", HostsLabel(r).c_str(),
+                  r["device"].get<std::string>().c_str(), r["mtu"].get<int>());
+    }
+  }
   if (s.contains("comparison")) {
     const json& c = s["comparison"];
     std::printf("accuracy, %s minus %s: %+.4f;  speed-up (samples/s): %.2fx\n",
