@@ -4,6 +4,7 @@
 #include <rte_dev.h>
 #include <rte_epoll.h>
 #include <rte_errno.h>
+#include <rte_cycles.h>
 #include <rte_ethdev.h>
 #include <rte_interrupts.h>
 #include <rte_mbuf.h>
@@ -247,6 +248,7 @@ bool DpdkPort::Configure(const DeviceSpec& spec, const PortConfig& config, std::
     return false;
   }
   started_ = true;
+  memif_client_ = spec.kind == DeviceKind::kMemif && !spec.memif_server;
   if (spec.kind == DeviceKind::kAfPacket && !BringUp(spec.iface, error)) return false;
   if (spec.kind == DeviceKind::kTap) {
     char name[IF_NAMESIZE] = {};
@@ -346,6 +348,17 @@ uint16_t DpdkPort::RxBurst(rte_mbuf** frames, uint16_t n) {
 
 uint16_t DpdkPort::TxBurst(rte_mbuf** frames, uint16_t n) {
   return rte_eth_tx_burst(port_, 0, frames, n);
+}
+
+void DpdkPort::KeepConnected() {
+  if (!memif_client_) return;
+  const uint64_t now = rte_get_tsc_cycles();
+  if (now < next_link_check_tsc_) return;
+  next_link_check_tsc_ = now + rte_get_tsc_hz();
+  rte_eth_link link{};
+  if (rte_eth_link_get_nowait(port_, &link) != 0 || link.link_status == RTE_ETH_LINK_UP) return;
+  if (started_) rte_eth_dev_stop(port_);
+  started_ = rte_eth_dev_start(port_) == 0;  // fails while the server is not back: retried
 }
 
 DpdkPort::~DpdkPort() {

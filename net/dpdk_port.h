@@ -34,6 +34,11 @@ class DpdkPort {
   uint16_t RxBurst(rte_mbuf** frames, uint16_t n);
   uint16_t TxBurst(rte_mbuf** frames, uint16_t n);
 
+  // A memif client whose server went away (its daemon restarted) does not
+  // reconnect by itself: at most once a second, restart a port whose link is
+  // down, which connects it again once the server is back.
+  void KeepConnected();
+
   // RX interrupts: arm, wait (whole milliseconds), disarm. Without them
   // (rx_interrupts() false) Arm returns false and the caller sleeps instead.
   bool rx_interrupts() const { return epoll_fd_ >= 0; }
@@ -56,6 +61,8 @@ class DpdkPort {
   MacAddr mac_{};
   uint32_t frame_room_bytes_ = 0;
   int epoll_fd_ = -1;
+  bool memif_client_ = false;
+  uint64_t next_link_check_tsc_ = 0;
 };
 
 // af_packet and tap: the kernel interface must exist in this network namespace

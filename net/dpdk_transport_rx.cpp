@@ -20,6 +20,7 @@ void SleepUs(uint32_t us) {
 }  // namespace
 
 size_t DpdkTransport::Poll(size_t max, const RxFn& fn) {
+  port_->KeepConnected();
   size_t delivered = 0;
   size_t examined = 0;  // bounds the call by `max` frames even when all are dropped
   while (rx_stash_begin_ < rx_stash_end_ && examined < max) {

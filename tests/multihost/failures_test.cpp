@@ -46,9 +46,26 @@ int AttachAndCheck(const std::string& socket, uint64_t want, size_t area_bytes, 
   return dsm_fini() == DSM_OK ? 0 : 34;
 }
 
-TEST(Failures, AReaderHostsDaemonKilledAndRestartedResyncs) {
+// Every host sees `host` up (or, with `up` false, down) within `ms`.
+bool AllSee(const VirtualCluster& cluster, int hosts, int host, bool up, int ms) {
+  return WaitFor(
+      [&] {
+        for (int h = 1; h <= hosts; ++h) {
+          if (h == host) continue;
+          const auto ctl = cluster.Dsmctl(h);
+          if (!ctl.is_object() || !ctl.contains("hosts")) return false;
+          bool seen = false;
+          for (const auto& e : ctl["hosts"]) seen |= e["id"] == host && e["up"] == up;
+          if (!seen) return false;
+        }
+        return true;
+      },
+      ms);
+}
+
+void KillAndRestartAReaderHost(const std::string& cluster_args) {
   if (const std::string why = MultihostUnavailableReason(); !why.empty()) GTEST_SKIP() << why;
-  VirtualCluster cluster(3);
+  VirtualCluster cluster(3, {}, cluster_args);
   ASSERT_TRUE(cluster.ok());
   WorkloadOptions o;
   o.versions = 2500;
@@ -71,7 +88,11 @@ TEST(Failures, AReaderHostsDaemonKilledAndRestartedResyncs) {
   ASSERT_GT(pid, 0);
   ASSERT_EQ(kill(pid, SIGKILL), 0);
   ASSERT_TRUE(WaitFor([&] { return kill(pid, 0) != 0; }, 5000));
+  ASSERT_TRUE(AllSee(cluster, 3, 2, false, 5000));
   ASSERT_TRUE(cluster.StartDaemon(2));
+  // Both other hosts hear from it again (on memif: host 3's link to it is a
+  // client of the restarted daemon's server, and reconnects).
+  EXPECT_TRUE(AllSee(cluster, 3, 2, true, 8000));
 
   res->wanted_after = b->writer_version.load();
   const pid_t second =
@@ -85,6 +106,12 @@ TEST(Failures, AReaderHostsDaemonKilledAndRestartedResyncs) {
   EXPECT_EQ(Reap(writer, 120000), 0);
   EXPECT_EQ(b->readers[0].torn, 0u);
   EXPECT_EQ(b->readers[0].final_hash, b->writer_hash);
+}
+
+TEST(Failures, AReaderHostsDaemonKilledAndRestartedResyncs) { KillAndRestartAReaderHost(""); }
+
+TEST(Failures, AReaderHostsDaemonKilledAndRestartedResyncsOverMemifLinks) {
+  KillAndRestartAReaderHost("--device memif");
 }
 
 TEST(Failures, AWriterHostTakenDownMakesReadersReportStale) {
