@@ -249,6 +249,7 @@ bool DpdkPort::Configure(const DeviceSpec& spec, const PortConfig& config, std::
   }
   started_ = true;
   memif_client_ = spec.kind == DeviceKind::kMemif && !spec.memif_server;
+  next_link_check_tsc_ = rte_get_tsc_cycles() + rte_get_tsc_hz();
   if (spec.kind == DeviceKind::kAfPacket && !BringUp(spec.iface, error)) return false;
   if (spec.kind == DeviceKind::kTap) {
     char name[IF_NAMESIZE] = {};
@@ -356,7 +357,12 @@ void DpdkPort::KeepConnected() {
   if (now < next_link_check_tsc_) return;
   next_link_check_tsc_ = now + rte_get_tsc_hz();
   rte_eth_link link{};
-  if (rte_eth_link_get_nowait(port_, &link) != 0 || link.link_status == RTE_ETH_LINK_UP) return;
+  const bool down = rte_eth_link_get_nowait(port_, &link) == 0 && link.link_status != RTE_ETH_LINK_UP;
+  // Down at two checks a second apart: not a connection still in its handshake
+  // (restarting a port mid-handshake crashes 22.11's interrupt thread).
+  const bool restart = down && link_was_down_;
+  link_was_down_ = down && !restart;
+  if (!restart) return;
   if (started_) rte_eth_dev_stop(port_);
   started_ = rte_eth_dev_start(port_) == 0;  // fails while the server is not back: retried
 }

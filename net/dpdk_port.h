@@ -63,6 +63,7 @@ class DpdkPort {
   int epoll_fd_ = -1;
   bool memif_client_ = false;
   uint64_t next_link_check_tsc_ = 0;
+  bool link_was_down_ = false;
 };
 
 // af_packet and tap: the kernel interface must exist in this network namespace
