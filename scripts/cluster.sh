@@ -332,8 +332,9 @@ memif_links_toml() {
 }
 
 write_cluster_toml() {
+  # memif meshes too: the link mesh copies a group frame to every link, so a
+  # version is framed once for all its readers.
   local f=$DIR/cluster.toml tmp h multicast=true
-  if [[ $DEVICE == memif ]]; then multicast=false; fi
   tmp=$(mktemp "$DIR/.cluster.toml.XXXXXX")
   {
     echo "# written by scripts/cluster.sh"

@@ -30,8 +30,9 @@
 #                    --hugepages reserves 2 MiB pages for it, as a production host would)
 #
 # memif links exactly two processes: the cluster is a full mesh of links, each
-# dsmd one port per peer, and a version goes to R readers as R unicast copies;
-# its raw reference is one link (h1 -> h2), with no multicast rate.
+# dsmd one port per peer, and a version goes to R readers as R copies (framed
+# once, copied to each link); its raw reference is one link (h1 -> h2), with no
+# multicast rate.
 # Needs root (network namespaces). Everything it starts is stopped and every
 # cluster it brings up is taken down on exit, also on failure or Ctrl-C.
 set -euo pipefail
@@ -265,7 +266,7 @@ for cfg in "${cfgs[@]}"; do
       || { tail -n 30 "$dir/h$h.log" >&2 || true; die "dsmd on host $h did not start for $label"; }
   done
 
-  copies=1  # memif has no multicast: one copy per reader
+  copies=1  # memif links carry one copy per reader
   [[ $device != memif ]] || copies=$readers
   for f in "${fracs[@]}"; do
     run=$WORK/c$idx-f$f
