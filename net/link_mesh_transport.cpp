@@ -84,21 +84,7 @@ class LinkMeshTransport final : public Transport {
 
   TransportStats stats() const override {
     TransportStats sum;
-    for (const Port& p : ports_) {
-      const TransportStats s = p.transport->stats();
-      sum.tx_frames += s.tx_frames;
-      sum.tx_bytes += s.tx_bytes;
-      sum.tx_dropped += s.tx_dropped;
-      sum.rx_frames += s.rx_frames;
-      sum.rx_bytes += s.rx_bytes;
-      sum.rx_dropped_malformed += s.rx_dropped_malformed;
-      sum.rx_dropped_not_for_us += s.rx_dropped_not_for_us;
-      sum.rx_dropped_unknown_source += s.rx_dropped_unknown_source;
-      sum.faults_dropped += s.faults_dropped;
-      sum.faults_duplicated += s.faults_duplicated;
-      sum.faults_reordered += s.faults_reordered;
-      sum.faults_corrupted += s.faults_corrupted;
-    }
+    for (const Port& p : ports_) sum += p.transport->stats();
     sum.tx_dropped += unroutable_;
     return sum;
   }

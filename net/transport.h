@@ -80,6 +80,23 @@ struct TransportStats {
   uint64_t faults_duplicated = 0;
   uint64_t faults_reordered = 0;
   uint64_t faults_corrupted = 0;
+
+  // Adds another port's counts (a transport over several ports).
+  TransportStats& operator+=(const TransportStats& o) {
+    tx_frames += o.tx_frames;
+    tx_bytes += o.tx_bytes;
+    tx_dropped += o.tx_dropped;
+    rx_frames += o.rx_frames;
+    rx_bytes += o.rx_bytes;
+    rx_dropped_malformed += o.rx_dropped_malformed;
+    rx_dropped_not_for_us += o.rx_dropped_not_for_us;
+    rx_dropped_unknown_source += o.rx_dropped_unknown_source;
+    faults_dropped += o.faults_dropped;
+    faults_duplicated += o.faults_duplicated;
+    faults_reordered += o.faults_reordered;
+    faults_corrupted += o.faults_corrupted;
+    return *this;
+  }
 };
 
 class Transport {
