@@ -367,6 +367,12 @@ void DpdkPort::KeepConnected() {
   started_ = rte_eth_dev_start(port_) == 0;  // fails while the server is not back: retried
 }
 
+void DpdkPort::Stop() {
+  if (!started_) return;
+  rte_eth_dev_stop(port_);
+  started_ = false;
+}
+
 DpdkPort::~DpdkPort() {
   if (epoll_fd_ >= 0) {
     rte_eth_dev_rx_intr_ctl_q(port_, 0, epoll_fd_, RTE_INTR_EVENT_DEL, nullptr);

@@ -38,6 +38,8 @@ class DpdkPort {
   // reconnect by itself: at most once a second, restart a port whose link is
   // down, which connects it again once the server is back.
   void KeepConnected();
+  // Stops the device (no frames in or out); the destructor closes it.
+  void Stop();
 
   // RX interrupts: arm, wait (whole milliseconds), disarm. Without them
   // (rx_interrupts() false) Arm returns false and the caller sleeps instead.

@@ -37,6 +37,7 @@ class DpdkTransport final : public Transport {
   size_t Poll(size_t max, const RxFn& fn) override;
   void WaitForFrames(uint32_t timeout_us) override;
   TransportStats stats() const override { return stats_; }
+  void Stop() override { port_->Stop(); }
 
   // What this transport listens as (the device's MAC when none was configured).
   const MacAddr& mac() const { return hosts_.mac(); }

@@ -33,6 +33,7 @@ class FaultInjector final : public Transport {
   size_t Poll(size_t max, const RxFn& fn) override { return inner_->Poll(max, fn); }
   void WaitForFrames(uint32_t timeout_us) override { inner_->WaitForFrames(timeout_us); }
   TransportStats stats() const override;
+  void Stop() override { inner_->Stop(); }
 
  private:
   struct Frame {

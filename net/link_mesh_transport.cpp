@@ -1,10 +1,13 @@
 #include "net/link_mesh_transport.h"
 
 #include <time.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstring>
 #include <set>
+
+#include "net/tuning.h"
 
 namespace dsm::net {
 namespace {
@@ -16,6 +19,13 @@ class LinkMeshTransport final : public Transport {
     std::unique_ptr<Transport> transport;
   };
   explicit LinkMeshTransport(std::vector<Port> ports) : ports_(std::move(ports)) {}
+  ~LinkMeshTransport() override {
+    // All links down first, then closed one by one: closing a memif port while
+    // 22.11's interrupt thread still handles another link's disconnect crashed
+    // that thread now and then (3 of 48 daemon exits).
+    Stop();
+    usleep(kMemifCloseSettleUs);
+  }
 
   size_t max_payload_bytes() const override { return ports_.front().transport->max_payload_bytes(); }
 
@@ -80,6 +90,10 @@ class LinkMeshTransport final : public Transport {
     if (timeout_us == 0) return;
     timespec ts{static_cast<time_t>(timeout_us / 1'000'000), static_cast<long>(timeout_us % 1'000'000) * 1000};
     clock_nanosleep(CLOCK_MONOTONIC, 0, &ts, nullptr);
+  }
+
+  void Stop() override {
+    for (Port& p : ports_) p.transport->Stop();
   }
 
   TransportStats stats() const override {

@@ -128,6 +128,9 @@ class Transport {
   virtual void WaitForFrames(uint32_t timeout_us) = 0;
 
   virtual TransportStats stats() const = 0;
+  // Stops the device before the transport is destroyed (a transport over
+  // several devices stops them all before closing any).
+  virtual void Stop() {}
 };
 
 // Starts DPDK's EAL (once per process) and the port. nullptr on failure, with
