@@ -195,7 +195,6 @@ TEST(Failures, AReplicaFreedWhileItsHostWasAwayLeavesTheAreaThatTookItsSlotAlone
   struct Results {
     std::atomic<bool> replica_done{false};
     std::atomic<bool> local_published{false};
-    std::atomic<bool> host_back{false};
     uint64_t local_version = 0;
     uint64_t seen_version = 0;
     int wrong_bytes = -1;
@@ -215,15 +214,7 @@ TEST(Failures, AReplicaFreedWhileItsHostWasAwayLeavesTheAreaThatTookItsSlotAlone
   const int daemon1 = cluster.DaemonPid(1);
   ASSERT_GT(daemon1, 0);
   ASSERT_EQ(kill(daemon1, SIGSTOP), 0);
-  ASSERT_TRUE(WaitFor(
-      [&] {
-        const auto ctl = cluster.Dsmctl(2);
-        bool down = false;
-        for (const auto& h : ctl["hosts"]) down |= h["id"] == 1 && !h["up"].get<bool>();
-        return down;
-      },
-      10000))
-      << "host 2 never marked the stopped host 1 down";
+  ASSERT_TRUE(AllSee(cluster, 2, 1, false, 10000)) << "host 2 never marked the stopped host 1 down";
   // A local writer on host 2 takes the name: 0x5a everywhere, a few versions.
   const pid_t local = Spawn([&] {
     if (!Init(cluster.socket(2))) return 50;
@@ -242,14 +233,7 @@ TEST(Failures, AReplicaFreedWhileItsHostWasAwayLeavesTheAreaThatTookItsSlotAlone
   ASSERT_TRUE(WaitFor([&] { return res->local_published.load(); }, 20000));
   ASSERT_EQ(kill(daemon1, SIGCONT), 0);
   // Host 1 is back, its writer still publishing: give it time to resend.
-  ASSERT_TRUE(WaitFor(
-      [&] {
-        const auto ctl = cluster.Dsmctl(2);
-        bool up = false;
-        for (const auto& h : ctl["hosts"]) up |= h["id"] == 1 && h["up"].get<bool>();
-        return up;
-      },
-      10000));
+  ASSERT_TRUE(AllSee(cluster, 2, 1, true, 10000));
   std::this_thread::sleep_for(std::chrono::milliseconds(1000));
   const pid_t check = Spawn([&] {
     if (!Init(cluster.socket(2))) return 60;
