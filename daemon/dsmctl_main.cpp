@@ -178,6 +178,7 @@ json Counters(const Daemon& d) {
           {"versions_collected", c.versions_collected},
           {"versions_received", c.versions_received},
           {"versions_received_in_place", c.versions_received_in_place},
+          {"versions_shadowed", c.versions_shadowed},
           {"acks_in", c.acks_in},
           {"acks_out", c.acks_out},
           {"tx_frames", c.tx_frames},

@@ -4,6 +4,7 @@
 #include <atomic>
 #include <cstring>
 #include <thread>
+#include <utility>
 
 #include "daemon/remote_sync.h"
 #include "daemon/tunables.h"
@@ -60,8 +61,9 @@ void RemoteSync::OnSubscribe(const wire::Frame& f, uint16_t host, uint64_t now_n
     e.reader_slot = *slot;
     // Without multicast a frame reaches one host: one host per transfer.
     e.sender = std::make_unique<ReplicaSender>(a.size, cluster_.multicast);
-    e.shadow.assign(a.mapped_size, 0);
     e.pending = std::make_unique<LineSet>(a.size);
+    e.shadow_stale = std::make_unique<LineSet>(a.size);
+    e.shadow_stale->AddAll();  // the shadow does not exist yet
     a.export_enabled.store(1);  // from now on the writer logs each version's lines
     exports_.erase(index);
     it = exports_.emplace(index, std::move(e)).first;
@@ -86,7 +88,10 @@ bool RemoteSync::Collect(ExportedArea& e) {
   // pin the newest version. If the writer published again in between, the pin
   // is newer than what was consumed: consume again, so the lines we ship are
   // exactly those changed up to the pinned version; on the last try take the
-  // other log's lines too (a superset is still exact, just larger).
+  // other log's lines too (a superset is still exact, just larger). Until the
+  // new pin holds, the previous version's buffer stays pinned beside it
+  // (`held`): frames of that version may still be read from it.
+  const uint32_t held = e.pinned >= 0 ? static_cast<uint32_t>(e.pinned) : kNoBuffer;
   constexpr int kAttempts = 4;
   LatestVersion pinned{};
   for (int attempt = 0;; ++attempt) {
@@ -103,7 +108,7 @@ bool RemoteSync::Collect(ExportedArea& e) {
       e.pending->AddMask(page, logs[old * a.export_pages + page].exchange(0, std::memory_order_relaxed));
     }
     e.consumed_version = std::max(e.consumed_version, a.export_version[old].load());
-    if (!PinLatest(a, e.reader_slot, kNoBuffer, &pinned)) return false;
+    if (!PinLatest(a, e.reader_slot, held, &pinned)) return false;
     if (pinned.version <= e.consumed_version || !e.collected_once) break;
     if (attempt + 1 == kAttempts) {
       for (uint64_t page = 0; page < a.export_pages; ++page) {
@@ -111,18 +116,53 @@ bool RemoteSync::Collect(ExportedArea& e) {
       }
       break;
     }
-    SetPin(a, e.reader_slot, kNoBuffer);
+    SetPin(a, e.reader_slot, held);
   }
-  const uint8_t* buffer = backing_ + a.buffer_offset[pinned.buffer];
-  e.pending->ForEachPage([&](size_t page, uint64_t mask) {
-    CopyPageLines(page, mask, buffer, e.shadow.data());
-  });
-  SetPin(a, e.reader_slot, kNoBuffer);
+  // The new version replaces the old as what frames are read from: no copy.
+  SetPin(a, e.reader_slot, pinned.buffer);
+  e.pinned = static_cast<int>(pinned.buffer);
+  e.pinned_version = pinned.version;
+  e.shadow_stale->Merge(*e.pending);
   e.sender->Collected(pinned.version, *e.pending);
   e.pending->Clear();
   e.collected_once = true;
   ++stats_.versions_collected;
   return true;
+}
+
+const uint8_t* RemoteSync::FrameSource(const ExportedArea& e) const {
+  if (e.pinned < 0) return e.shadow.data();
+  return backing_ + segment_->areas[e.index].buffer_offset[e.pinned];
+}
+
+bool RemoteSync::ExportLive(const ExportedArea& e) const {
+  const AreaControl& a = segment_->areas[e.index];
+  const auto state = static_cast<AreaState>(a.state.load());
+  return a.generation == e.generation && (state == AreaState::kLive || state == AreaState::kSealed);
+}
+
+bool RemoteSync::WriterOvertakes(const ExportedArea& e) const {
+  if (!e.collected_once) return false;
+  const AreaControl& a = segment_->areas[e.index];
+  if (a.state.load() != static_cast<uint32_t>(AreaState::kLive)) return false;  // no more publishes
+  // The writer publishes into a buffer that is neither the latest nor pinned:
+  // with B buffers, once B - 1 versions followed ours, ours is the only one left.
+  const uint64_t latest = UnpackLatest(a.latest.load()).version;
+  return latest + 1 >= e.sender->version() + a.buffer_count;
+}
+
+void RemoteSync::Unpin(ExportedArea& e) {
+  if (e.pinned < 0) return;
+  AreaControl& a = segment_->areas[e.index];
+  if (e.shadow.empty()) e.shadow.assign(a.mapped_size, 0);
+  const uint8_t* buffer = FrameSource(e);
+  e.shadow_stale->ForEachPage([&](size_t page, uint64_t mask) {
+    CopyPageLines(page, mask, buffer, e.shadow.data());
+  });
+  e.shadow_stale->Clear();
+  SetPin(a, e.reader_slot, kNoBuffer);
+  e.pinned = -1;
+  ++stats_.versions_shadowed;
 }
 
 bool RemoteSync::ContinueSend(ExportedArea& e, uint64_t now_ns) {
@@ -140,7 +180,7 @@ bool RemoteSync::ContinueSend(ExportedArea& e, uint64_t now_ns) {
   wire::DataFrameWriter writer(transport_->max_payload_bytes(), h);
   TransportSink sink{transport_.get(), dest, &stats_};
   const uint32_t todo = std::min(kSendBurstFrames, e.frame_count - e.next_seq);
-  const uint32_t sent = writer.WritePlanned(e.plan, e.shadow.data(), e.next_seq, todo, sink);
+  const uint32_t sent = writer.WritePlanned(e.plan, FrameSource(e), e.next_seq, todo, sink);
   e.next_seq += sent;
   if (e.next_seq >= e.frame_count) {
     e.in_send = false;
@@ -155,22 +195,29 @@ bool RemoteSync::ContinueSend(ExportedArea& e, uint64_t now_ns) {
 }
 
 bool RemoteSync::ExportTurn(ExportedArea& e, uint64_t now_ns) {
-  const AreaControl& a = segment_->areas[e.index];
-  const auto state = static_cast<AreaState>(a.state.load());
-  if (a.generation != e.generation || (state != AreaState::kLive && state != AreaState::kSealed)) {
+  if (!ExportLive(e)) {
     e.sender = std::make_unique<ReplicaSender>(0);  // freed: nobody to send to any more
+    e.in_send = false;
+    e.sent.clear();
+    e.pinned = -1;  // the slot's pins went with the area
     return false;
   }
   // For a writer freeing the area: how far every subscribed host has come.
   segment_->areas[e.index].remote_acked_version.store(e.sender->MinAcked(),
                                                       std::memory_order_relaxed);
-  if (e.sender->subscribers() == 0) return false;
   bool worked = false;
-  if (!e.in_send) {
+  const uint64_t rto = CollectHoldNs(e);
+  // A writer that publishes faster than versions are acknowledged would wait
+  // for the pinned buffer: its versions are then copied into the shadow at
+  // once, as they are collected; one that does not, never pays that copy.
+  if (!e.overtaken && WriterOvertakes(e) && (e.in_send || e.sender->AwaitingAcks(now_ns, rto))) {
+    e.overtaken = true;
+  }
+  if (e.sender->subscribers() > 0 && !e.in_send) {
     // A silent host delays the next version at most the retransmission timeout.
-    const uint64_t rto = CollectHoldNs(e);
     if (!e.sender->AwaitingAcks(now_ns, rto) && Collect(e)) {
       e.sent.clear();
+      if (std::exchange(e.overtaken, false)) Unpin(e);
       worked = true;
     }
     if (e.sender->NextTransfer(now_ns, rto, &e.sending)) {
@@ -183,13 +230,20 @@ bool RemoteSync::ExportTurn(ExportedArea& e, uint64_t now_ns) {
       if (!e.in_send) e.sender->Sent(e.sending, now_ns);
     }
   }
-  if (e.in_send) worked |= ContinueSend(e, now_ns);
+  if (e.sender->subscribers() > 0 && e.in_send) worked |= ContinueSend(e, now_ns);
+  // Frames of this version may still be sent or resent (or, for a host that
+  // subscribes later, a whole transfer of it): keep it in the shadow before
+  // the writer takes the buffer back.
+  if (e.pinned >= 0 && WriterOvertakes(e)) {
+    Unpin(e);
+    worked = true;
+  }
   return worked;
 }
 
 bool RemoteSync::ExportDue(uint64_t now_ns) const {
   for (const auto& [index, e] : exports_) {
-    if (e.in_send) return true;
+    if (e.in_send || (e.pinned >= 0 && WriterOvertakes(e))) return true;
     if (e.sender->subscribers() == 0) continue;
     const uint64_t latest = UnpackLatest(segment_->areas[index].latest.load()).version;
     if (latest > e.sender->version() && !e.sender->AwaitingAcks(now_ns, CollectHoldNs(e))) return true;
@@ -205,6 +259,7 @@ void RemoteSync::OnAck(const wire::Frame& f, uint16_t host, uint64_t now_ns) {
     return;
   }
   ExportedArea& e = it->second;
+  if (!ExportLive(e)) return;  // freed: its buffers are gone
   if (f.header.flags & wire::kFlagFull) {
     e.sender->OnAckNothing(host);  // "I hold nothing yet": not an ack of version 0
   } else {
@@ -230,7 +285,7 @@ void RemoteSync::OnAck(const wire::Frame& f, uint16_t host, uint64_t now_ns) {
     wire::SeqRange r;
     std::memcpy(&r, f.body.data() + i * sizeof(r), sizeof(r));
     stats_.retransmitted_frames +=
-        writer.WritePlanned(plan, e.shadow.data(), r.first, r.count, sink);
+        writer.WritePlanned(plan, FrameSource(e), r.first, r.count, sink);
   }
   (void)now_ns;
 }

@@ -60,9 +60,19 @@ class RemoteSync {
   struct ExportedArea {
     uint32_t index = 0;
     uint32_t generation = 0;
-    uint32_t reader_slot = 0;  // the daemon pins versions it copies
+    uint32_t reader_slot = 0;  // the daemon pins the version it ships
     std::unique_ptr<ReplicaSender> sender;
-    std::vector<uint8_t> shadow;  // the version being shipped (line rounded)
+    // Frames are read from the reader buffer of the collected version, which
+    // dsmd keeps pinned (`pinned`), so no copy is made. Only when the writer
+    // needs that buffer while a transfer may still be resent from it are the
+    // lines copied into the shadow (allocated then, line rounded) and the pin
+    // dropped. `shadow_stale`: lines where the shadow differs from the version.
+    int pinned = -1;
+    uint64_t pinned_version = 0;
+    std::vector<uint8_t> shadow;
+    std::unique_ptr<LineSet> shadow_stale;
+    // The writer overtook the collected version while its transfers were out.
+    bool overtaken = false;
     bool collected_once = false;
     std::unique_ptr<LineSet> pending;  // consumed from the export logs, not yet shipped
     uint64_t consumed_version = 0;     // newest version whose lines were consumed
@@ -124,6 +134,17 @@ class RemoteSync {
   void OnAck(const wire::Frame& f, uint16_t host, uint64_t now_ns);
   bool ExportTurn(ExportedArea& e, uint64_t now_ns);
   bool Collect(ExportedArea& e);
+  // Where frames of the collected version are read from: its pinned reader
+  // buffer, or the shadow once Unpin copied it there.
+  const uint8_t* FrameSource(const ExportedArea& e) const;
+  // Whether the writer's next publish may need the collected version's buffer
+  // (it is the only one neither latest nor newer).
+  bool WriterOvertakes(const ExportedArea& e) const;
+  // Copies what the shadow lacks of the collected version from the pinned
+  // buffer and drops the pin, so the writer can reuse that buffer.
+  void Unpin(ExportedArea& e);
+  // Whether `e`'s area is still the one exported (not freed, slot not reused).
+  bool ExportLive(const ExportedArea& e) const;
   bool ContinueSend(ExportedArea& e, uint64_t now_ns);
   void ForgetHostSubscriptions(uint16_t host);
 

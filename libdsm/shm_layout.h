@@ -14,7 +14,7 @@
 namespace dsm {
 
 inline constexpr uint64_t kControlMagic = 0x4d53442d4c54434eULL;  // "NCTL-DSM"
-inline constexpr uint32_t kLayoutVersion = 7;
+inline constexpr uint32_t kLayoutVersion = 8;
 inline constexpr uint32_t kNoBuffer = 0xff;
 // A reader's pin word: the buffer it maps (low byte) and the one it is moving to
 // (second byte); kNoBuffer in a byte pins nothing.
@@ -137,6 +137,8 @@ struct RemoteCounters {
   uint64_t rx_bytes;  // Ethernet frame bytes received (as tx_bytes)
   uint64_t versions_received_in_place;  // of versions_received: frames written
                                         // straight into a reader buffer (no staging copy)
+  uint64_t versions_shadowed;  // of versions_collected: copied into dsmd's shadow because
+                               // the writer needed the buffer frames were read from
 };
 
 // What dsmd knows of each host of the cluster.

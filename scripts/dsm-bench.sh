@@ -19,6 +19,8 @@
 #                    af_packet:1500:1,af_packet:1500:3,af_packet:9000:1,af_packet:9000:3,memif:1500:1,
 #                    memif:9000:1,memif:1500:3)
 #   --window W       a round starts when every reader sees the version W rounds back (default 2)
+#   --buffers B      reader buffers per host (default 2; 3 lets a writer publish two versions
+#                    ahead of what dsmd ships without waiting for its pinned buffer)
 #   --gap-ms MS      the writer pauses this long before each round (default 0), so the
 #                    daemons go idle between versions as between training steps
 #   --out FILE       combined JSON (default results/bench/dsm-bench.json)
@@ -46,6 +48,7 @@ RAW_SECONDS=3
 FRACTIONS=1.0,0.01
 CONFIGS=af_packet:1500:1,af_packet:1500:3,af_packet:9000:1,af_packet:9000:3,memif:1500:1,memif:9000:1,memif:1500:3
 WINDOW=2
+BUFFERS=2
 GAP_MS=0
 ROUNDS=20000
 DO_BUILD=1
@@ -56,7 +59,7 @@ prog=dsm-bench.sh
 
 die() { echo "$prog: $*" >&2; exit 1; }
 note() { echo "$prog: $*"; }
-usage() { sed -n '2,30p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,32p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
 
 # --quick sets defaults; options given explicitly override them wherever they stand.
 for a in "$@"; do
@@ -76,6 +79,7 @@ while (($#)); do
     --fractions) FRACTIONS=${2:?--fractions needs a value}; shift 2 ;;
     --configs) CONFIGS=${2:?--configs needs a value}; shift 2 ;;
     --window) WINDOW=${2:?--window needs a value}; shift 2 ;;
+    --buffers) BUFFERS=${2:?--buffers needs a value}; shift 2 ;;
     --gap-ms) GAP_MS=${2:?--gap-ms needs a value}; shift 2 ;;
     --out) OUT=${2:?--out needs a file}; shift 2 ;;
     --build) BUILD=${2:?--build needs a directory}; shift 2 ;;
@@ -285,6 +289,7 @@ for cfg in "${cfgs[@]}"; do
     "$CLUSTER" exec 1 --dir "$dir" -- timeout --kill-after=5 $((SECONDS_PER_RUN + 240)) "$BENCH" writer \
       --socket "$dir/h1.sock" --board "$board" --readers "$readers" "${peers[@]}" \
       --size "$SIZE" --fraction "$f" --rounds "$ROUNDS" --seconds "$SECONDS_PER_RUN" --window "$WINDOW" --gap-ms "$GAP_MS" \
+      --reader-buffers "$BUFFERS" \
       --timeout-s 60 --dsmctl "$DSMCTL" --raw-json "$raw_uni" "${mcast_args[@]}" \
       --label "$label" --device "$device" --mtu "$mtu" --json "$run.json" --copies "$copies" \
       >"$run-writer.log" 2>&1 &
@@ -308,7 +313,7 @@ for cfg in "${cfgs[@]}"; do
 done
 
 elapsed=$(($(date +%s) - started))
-NOTES+=("$(nproc) CPUs, loadavg $(cut -d' ' -f1-3 /proc/loadavg), ${elapsed}s; area $SIZE, ${SECONDS_PER_RUN}s per run, window $WINDOW, gap ${GAP_MS} ms${DSMD_ARGS[*]:+, dsmd ${DSMD_ARGS[*]}}, backing on $([[ ${#HUGEPAGES[@]} -gt 0 ]] && echo "2 MiB" || echo "4 KiB") pages; raw = bench/raw_throughput receiver on h2, same device and namespaces, no dsmd running")
+NOTES+=("$(nproc) CPUs, loadavg $(cut -d' ' -f1-3 /proc/loadavg), ${elapsed}s; area $SIZE, ${SECONDS_PER_RUN}s per run, window $WINDOW, $BUFFERS reader buffers, gap ${GAP_MS} ms${DSMD_ARGS[*]:+, dsmd ${DSMD_ARGS[*]}}, backing on $([[ ${#HUGEPAGES[@]} -gt 0 ]] && echo "2 MiB" || echo "4 KiB") pages; raw = bench/raw_throughput receiver on h2, same device and namespaces, no dsmd running")
 if command -v git >/dev/null 2>&1 && git -C "$ROOT" rev-parse --git-dir >/dev/null 2>&1; then
   dirty=$(git -C "$ROOT" status --porcelain -- daemon coherence net libdsm 2>/dev/null | awk '{print $2}' | tr '\n' ' ')
   NOTES+=("source: commit $(git -C "$ROOT" rev-parse --short HEAD)${dirty:+, uncommitted changes in: $dirty}")
