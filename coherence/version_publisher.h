@@ -58,6 +58,14 @@ class VersionPublisher {
   size_t PublishInPlace(const LineSet& written, uint32_t target, const uint8_t* latest,
                         uint8_t* dst);
 
+  // Brings buffer `target` (neither latest nor pinned, nothing written into
+  // it since the last publish) up to the latest version, from `latest`, ahead
+  // of the next PublishInPlace into it: done while the host waits for the next
+  // version, that copy is off its path. Returns the bytes copied.
+  size_t CatchUp(uint32_t target, const uint8_t* latest, uint8_t* dst) {
+    return CopyPending(target, latest, dst);
+  }
+
   size_t area_bytes() const { return area_bytes_; }
   uint32_t buffer_count() const { return static_cast<uint32_t>(pending_.size()); }
   const LineSet& pending(uint32_t buffer) const { return pending_[buffer]; }

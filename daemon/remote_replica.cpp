@@ -109,7 +109,14 @@ void RemoteSync::AimReplica(Replica& r) {
   // A reader pins only the latest buffer (PinLatest re-checks `latest`), so a
   // buffer unpinned now stays unpinned until we make it the latest.
   uint8_t* dst = backing_ + (buffer >= 0 ? a.buffer_offset[buffer] : a.writer_offset);
-  if (r.receiver->SetTarget(dst)) r.target = buffer;
+  if (!r.receiver->SetTarget(dst)) return;
+  r.target = buffer;
+  // Nothing of the next version is in it yet: what it missed of the earlier
+  // ones can be copied now rather than when that version completes.
+  if (buffer >= 0) {
+    const uint8_t* latest = backing_ + a.buffer_offset[UnpackLatest(a.latest.load()).buffer];
+    r.publisher->CatchUp(static_cast<uint32_t>(buffer), latest, dst);
+  }
 }
 
 void RemoteSync::PublishReplica(Replica& r, uint64_t now_ns) {

@@ -458,12 +458,14 @@ class Model {
   }
 
   // dsmd's AimReplica: between versions, frames go to a spare buffer, or to
-  // the staging copy while local readers pin every spare.
+  // the staging copy while local readers pin every spare; a spare is caught up
+  // with the latest version at once (VersionPublisher::CatchUp).
   void Aim(Replica& r) {
     const int b = PickTarget(r);
-    if (r.rx->SetTarget(b >= 0 ? r.buffers[static_cast<size_t>(b)].data() : r.staging.data())) {
-      r.target = b;
-    }
+    uint8_t* dst = b >= 0 ? r.buffers[static_cast<size_t>(b)].data() : r.staging.data();
+    if (!r.rx->SetTarget(dst)) return;
+    r.target = b;
+    if (b >= 0) r.publisher->CatchUp(static_cast<uint32_t>(b), r.buffers[r.latest].data(), dst);
   }
 
   // What local readers may hold must not change under them: the latest buffer

@@ -211,6 +211,32 @@ TEST(VersionPublisherTest, InPlaceCatchesUpFromTheLatestBufferAndLeavesWrittenLi
   EXPECT_EQ(CollectRuns(pub.pending(1)), (Runs{{5, 1}}));
 }
 
+TEST(VersionPublisherTest, CatchUpAheadOfAVersionLeavesNothingForItsPublish) {
+  // dsmd brings the next target up to date while it waits for the next
+  // version; the version's lines then land on top, and its publish copies none.
+  const size_t area = 2 * 4096;
+  std::vector<std::vector<uint8_t>> buffers(3, std::vector<uint8_t>(area, 0));
+  VersionPublisher pub(area, 3);
+  LineSet written(area);
+  auto write = [&](uint32_t buffer, size_t line, uint8_t value) {
+    std::fill_n(buffers[buffer].begin() + line * kLineBytes, kLineBytes, value);
+    written.AddLines(line, 1);
+  };
+  write(1, 5, 1);  // v1 into buffer 1: lines 5 and 64
+  write(1, 64, 1);
+  ASSERT_EQ(pub.PublishInPlace(written, 1, buffers[0].data(), buffers[1].data()), 0u);
+  written.Clear();
+  EXPECT_EQ(pub.CatchUp(2, buffers[1].data(), buffers[2].data()), 2 * kLineBytes);
+  EXPECT_EQ(buffers[2], buffers[1]);
+  EXPECT_TRUE(pub.pending(2).Empty());
+  write(2, 64, 2);  // v2: line 64 again
+  EXPECT_EQ(pub.PublishInPlace(written, 2, buffers[1].data(), buffers[2].data()), 0u);
+  EXPECT_EQ(buffers[2][5 * kLineBytes], 1);
+  EXPECT_EQ(buffers[2][64 * kLineBytes], 2) << "the caught-up line hid the new version's";
+  EXPECT_EQ(CollectRuns(pub.pending(0)), (Runs{{5, 1}, {64, 1}}));
+  EXPECT_EQ(CollectRuns(pub.pending(1)), (Runs{{64, 1}}));
+}
+
 TEST(VersionPublisherTest, EmptyPublishStillCatchesTheTargetUp) {
   const size_t area = 4096;
   std::vector<uint8_t> writer(area, 0);
