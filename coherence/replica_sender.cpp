@@ -55,6 +55,14 @@ void ReplicaSender::OnAckNothing(uint16_t host) {
   h.in_flight = false;
 }
 
+void ReplicaSender::OnLostTransfer(uint16_t host, uint32_t transfer_id) {
+  auto it = hosts_.find(host);
+  if (it == hosts_.end()) return;
+  HostState& h = *it->second;
+  // An older transfer's report is stale: a newer one is already on its way.
+  if (h.in_flight && h.transfer_id == transfer_id) h.in_flight = false;
+}
+
 bool ReplicaSender::Due(const HostState& h, uint64_t now_ns, uint64_t rto_ns) const {
   if (!have_version_) return false;
   if (h.has_base && h.acked >= version_) return false;  // up to date

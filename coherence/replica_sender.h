@@ -52,6 +52,12 @@ class ReplicaSender {
   // transfer, or it lost its copy): this is not an ack of any version.
   void OnAckNothing(uint16_t host);
 
+  // `host` misses frames of transfer `transfer_id`, which can no longer be
+  // resent (the sender gave its version's buffer back to the writer). If that
+  // is the transfer it awaits, it is due at once rather than at the timeout:
+  // its next transfer brings those lines again, at the newest version.
+  void OnLostTransfer(uint16_t host, uint32_t transfer_id);
+
   // The next transfer due at `now_ns`, if any. Every due host that holds a
   // version shares one delta from the oldest base among them; due hosts with
   // nothing share one full transfer.

@@ -325,6 +325,7 @@ void AreaDirectory::ResetVersions(AreaControl& a, uint64_t now_ns, uint64_t conf
   }
   a.latest.store(PackLatest(0, 0));
   a.remote_acked_version.store(UINT64_MAX);  // no remote host to wait for
+  a.spare_wanted.store(0);
   a.confirmed_ns.store(confirmed_ns);
   a.publishes.store(0);
   a.publishes_deferred.store(0);

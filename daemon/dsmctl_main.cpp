@@ -179,6 +179,7 @@ json Counters(const Daemon& d) {
           {"versions_received", c.versions_received},
           {"versions_received_in_place", c.versions_received_in_place},
           {"versions_shadowed", c.versions_shadowed},
+          {"pins_yielded", c.pins_yielded},
           {"acks_in", c.acks_in},
           {"acks_out", c.acks_out},
           {"tx_frames", c.tx_frames},

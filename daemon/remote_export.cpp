@@ -4,7 +4,6 @@
 #include <atomic>
 #include <cstring>
 #include <thread>
-#include <utility>
 
 #include "daemon/remote_sync.h"
 #include "daemon/tunables.h"
@@ -141,14 +140,34 @@ bool RemoteSync::ExportLive(const ExportedArea& e) const {
   return a.generation == e.generation && (state == AreaState::kLive || state == AreaState::kSealed);
 }
 
-bool RemoteSync::WriterOvertakes(const ExportedArea& e) const {
-  if (!e.collected_once) return false;
+bool RemoteSync::WriterWantsPinned(const ExportedArea& e) const {
+  if (e.pinned < 0) return false;
   const AreaControl& a = segment_->areas[e.index];
-  if (a.state.load() != static_cast<uint32_t>(AreaState::kLive)) return false;  // no more publishes
-  // The writer publishes into a buffer that is neither the latest nor pinned:
-  // with B buffers, once B - 1 versions followed ours, ours is the only one left.
-  const uint64_t latest = UnpackLatest(a.latest.load()).version;
-  return latest + 1 >= e.sender->version() + a.buffer_count;
+  // Our pin keeps the writer out only if it is not on the latest buffer (the
+  // writer never publishes into that one anyway).
+  return a.spare_wanted.load() != 0 &&
+         UnpackLatest(a.latest.load()).buffer != static_cast<uint32_t>(e.pinned);
+}
+
+void RemoteSync::YieldPin(ExportedArea& e, uint64_t now_ns) {
+  // Frames of it are still to go, or receivers lost frames lately and may ask
+  // for them: keep the version in the shadow. (Without resends, a lossy
+  // network never completes a large transfer: each retry is the union of more
+  // versions, so more frames, so more likely to lose one.)
+  if (e.in_send || now_ns - e.last_nack_ns < kLossMemoryNs) {
+    Unpin(e);
+    return;
+  }
+  // Every frame is out and only acknowledgements are awaited on a network that
+  // has not lost frames lately. Give the buffer back without a copy: should a
+  // receiver miss frames after all, it gets what it lacks with the next
+  // version after the retransmission timeout.
+  AreaControl& a = segment_->areas[e.index];
+  SetPin(a, e.reader_slot, kNoBuffer);
+  e.pinned = -1;
+  e.sent.clear();
+  e.source_lost = true;  // nothing holds the collected version: collect anew
+  ++stats_.pins_yielded;
 }
 
 void RemoteSync::Unpin(ExportedArea& e) {
@@ -206,21 +225,22 @@ bool RemoteSync::ExportTurn(ExportedArea& e, uint64_t now_ns) {
   segment_->areas[e.index].remote_acked_version.store(e.sender->MinAcked(),
                                                       std::memory_order_relaxed);
   bool worked = false;
-  const uint64_t rto = CollectHoldNs(e);
-  // A writer that publishes faster than versions are acknowledged would wait
-  // for the pinned buffer: its versions are then copied into the shadow at
-  // once, as they are collected; one that does not, never pays that copy.
-  if (!e.overtaken && WriterOvertakes(e) && (e.in_send || e.sender->AwaitingAcks(now_ns, rto))) {
-    e.overtaken = true;
+  // The writer's publish found no buffer because of our pin: let it go at once.
+  AreaControl& a = segment_->areas[e.index];
+  if (a.spare_wanted.exchange(0) != 0 && e.pinned >= 0 &&
+      UnpackLatest(a.latest.load()).buffer != static_cast<uint32_t>(e.pinned)) {
+    YieldPin(e, now_ns);
+    worked = true;
   }
   if (e.sender->subscribers() > 0 && !e.in_send) {
     // A silent host delays the next version at most the retransmission timeout.
-    if (!e.sender->AwaitingAcks(now_ns, rto) && Collect(e)) {
+    const uint64_t rto = CollectHoldNs(e);
+    if ((e.source_lost || !e.sender->AwaitingAcks(now_ns, rto)) && Collect(e)) {
       e.sent.clear();
-      if (std::exchange(e.overtaken, false)) Unpin(e);
+      e.source_lost = false;
       worked = true;
     }
-    if (e.sender->NextTransfer(now_ns, rto, &e.sending)) {
+    if (!e.source_lost && e.sender->NextTransfer(now_ns, rto, &e.sending)) {
       e.send_started_ns = now_ns;
       wire::DataFrameWriter writer(transport_->max_payload_bytes(), wire::Header{});
       e.plan = writer.MakePlan(*e.sending.lines);
@@ -231,19 +251,12 @@ bool RemoteSync::ExportTurn(ExportedArea& e, uint64_t now_ns) {
     }
   }
   if (e.sender->subscribers() > 0 && e.in_send) worked |= ContinueSend(e, now_ns);
-  // Frames of this version may still be sent or resent (or, for a host that
-  // subscribes later, a whole transfer of it): keep it in the shadow before
-  // the writer takes the buffer back.
-  if (e.pinned >= 0 && WriterOvertakes(e)) {
-    Unpin(e);
-    worked = true;
-  }
   return worked;
 }
 
 bool RemoteSync::ExportDue(uint64_t now_ns) const {
   for (const auto& [index, e] : exports_) {
-    if (e.in_send || (e.pinned >= 0 && WriterOvertakes(e))) return true;
+    if (e.in_send || e.source_lost || WriterWantsPinned(e)) return true;
     if (e.sender->subscribers() == 0) continue;
     const uint64_t latest = UnpackLatest(segment_->areas[index].latest.load()).version;
     if (latest > e.sender->version() && !e.sender->AwaitingAcks(now_ns, CollectHoldNs(e))) return true;
@@ -267,8 +280,15 @@ void RemoteSync::OnAck(const wire::Frame& f, uint16_t host, uint64_t now_ns) {
   }
   // Frames a receiver misses of a transfer of the shadow's current version.
   const size_t ranges = f.body.size() / sizeof(wire::SeqRange);
+  if (ranges > 0) e.last_nack_ns = now_ns;
   auto sent = e.sent.find(f.header.transfer_id);
-  if (ranges == 0 || sent == e.sent.end() || f.header.base_version != sent->second.first.version) return;
+  if (ranges == 0) return;
+  if (sent == e.sent.end() || f.header.base_version != sent->second.first.version) {
+    // Its version is no longer here to resend from: what it lacks comes with
+    // the next version now, not after the retransmission timeout.
+    e.sender->OnLostTransfer(host, f.header.transfer_id);
+    return;
+  }
   const Transfer& t = sent->second.first;
   const wire::DataFrameWriter::Plan& plan = sent->second.second;
   wire::Header h = MakeHeader(wire::FrameType::kData);
@@ -287,7 +307,6 @@ void RemoteSync::OnAck(const wire::Frame& f, uint16_t host, uint64_t now_ns) {
     stats_.retransmitted_frames +=
         writer.WritePlanned(plan, FrameSource(e), r.first, r.count, sink);
   }
-  (void)now_ns;
 }
 
 }  // namespace dsm

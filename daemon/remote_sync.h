@@ -64,15 +64,17 @@ class RemoteSync {
     std::unique_ptr<ReplicaSender> sender;
     // Frames are read from the reader buffer of the collected version, which
     // dsmd keeps pinned (`pinned`), so no copy is made. Only when the writer
-    // needs that buffer while a transfer may still be resent from it are the
-    // lines copied into the shadow (allocated then, line rounded) and the pin
-    // dropped. `shadow_stale`: lines where the shadow differs from the version.
+    // needs that buffer while frames of the version are still to be sent are
+    // its lines copied into the shadow (allocated then, line rounded) and the
+    // pin dropped. `shadow_stale`: lines where the shadow differs from the version.
     int pinned = -1;
     uint64_t pinned_version = 0;
     std::vector<uint8_t> shadow;
     std::unique_ptr<LineSet> shadow_stale;
-    // The writer overtook the collected version while its transfers were out.
-    bool overtaken = false;
+    // The pin was yielded to the writer before the shadow had the version:
+    // no transfer of it can be framed any more; the next collect starts over.
+    bool source_lost = false;
+    uint64_t last_nack_ns = 0;  // a receiver last reported missing frames
     bool collected_once = false;
     std::unique_ptr<LineSet> pending;  // consumed from the export logs, not yet shipped
     uint64_t consumed_version = 0;     // newest version whose lines were consumed
@@ -137,12 +139,15 @@ class RemoteSync {
   // Where frames of the collected version are read from: its pinned reader
   // buffer, or the shadow once Unpin copied it there.
   const uint8_t* FrameSource(const ExportedArea& e) const;
-  // Whether the writer's next publish may need the collected version's buffer
-  // (it is the only one neither latest nor newer).
-  bool WriterOvertakes(const ExportedArea& e) const;
+  // Whether the writer's last publish found no free buffer while we pin one
+  // that is not the latest.
+  bool WriterWantsPinned(const ExportedArea& e) const;
   // Copies what the shadow lacks of the collected version from the pinned
   // buffer and drops the pin, so the writer can reuse that buffer.
   void Unpin(ExportedArea& e);
+  // The writer needs the pinned buffer: drops the pin, copying the version
+  // into the shadow only if frames of it may still be sent or asked for.
+  void YieldPin(ExportedArea& e, uint64_t now_ns);
   // Whether `e`'s area is still the one exported (not freed, slot not reused).
   bool ExportLive(const ExportedArea& e) const;
   bool ContinueSend(ExportedArea& e, uint64_t now_ns);

@@ -45,7 +45,10 @@ uint32_t PinnedBuffers(const AreaControl& area) {
 int ChoosePublishTarget(AreaControl& area) {
   const LatestVersion latest = UnpackLatest(area.latest.load());
   const int target = PickTargetBuffer(area.buffer_count, latest.buffer, PinnedBuffers(area));
-  if (target < 0) area.publishes_deferred.fetch_add(1, std::memory_order_relaxed);
+  if (target < 0) {
+    area.publishes_deferred.fetch_add(1, std::memory_order_relaxed);
+    area.spare_wanted.store(1);
+  }
   return target;
 }
 

@@ -263,8 +263,9 @@ void ClientSession::SyncWork(uint64_t now_ns, const void* forced_area, int* forc
       const uint64_t took = MonotonicNs() - t0;
       AreaControl* c = a.writer->control();
       // Another host reads this area: wake dsmd so it ships the version now
-      // rather than at its next polling turn.
-      if (rc == DSM_OK && c->export_enabled.load(std::memory_order_relaxed)) {
+      // rather than at its next polling turn (or, if dsmd's pin on the version
+      // it ships kept this publish from a buffer, so it lets go of it).
+      if ((rc == DSM_OK || rc == DSM_ERR_BUSY) && c->export_enabled.load(std::memory_order_relaxed)) {
         control_.RingDoorbell(segment_->header.doorbell_armed);
       }
       c->publish_ns_total.fetch_add(took, std::memory_order_relaxed);

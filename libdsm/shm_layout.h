@@ -85,6 +85,9 @@ struct alignas(64) AreaControl {
   // MinAcked). A writer freeing an exported area waits (bounded) for its last
   // version here before the area stops being shipped.
   std::atomic<uint64_t> remote_acked_version;
+  // Set by a writer whose publish found every spare buffer pinned: dsmd, which
+  // may be pinning one to ship it, then copies that version aside and unpins.
+  std::atomic<uint32_t> spare_wanted;
 
   // Counters for status and dsmctl (written by the writer process).
   alignas(64) std::atomic<uint64_t> publishes;
@@ -139,6 +142,9 @@ struct RemoteCounters {
                                         // straight into a reader buffer (no staging copy)
   uint64_t versions_shadowed;  // of versions_collected: copied into dsmd's shadow because
                                // the writer needed the buffer frames were read from
+  uint64_t pins_yielded;  // versions whose buffer the writer needed once all frames
+                          // were out: given back uncopied (missing frames then come
+                          // with the next version, not as resends)
 };
 
 // What dsmd knows of each host of the cluster.

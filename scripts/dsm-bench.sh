@@ -308,7 +308,7 @@ for cfg in "${cfgs[@]}"; do
     RESULTS+=("$run.json")
   done
 
-  "$CLUSTER" down --dir "$dir" >/dev/null 2>&1 || echo "$prog: warning: cluster down failed for $dir" >&2
+  "$CLUSTER" down --keep-logs --dir "$dir" >/dev/null 2>&1 || echo "$prog: warning: cluster down failed for $dir" >&2
   CUR_DIR=""
 done
 

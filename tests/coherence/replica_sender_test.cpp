@@ -202,6 +202,35 @@ TEST(ReplicaSenderTest, AfterRtoTheResendIsTheUnionAtTheNewestVersionWithTheSame
   EXPECT_FALSE(s.NextTransfer(t0 + 3 * kRto, kRto, &t));
 }
 
+TEST(ReplicaSenderTest, ALostTransferThatCannotBeResentIsReplacedAtOnceByTheUnion) {
+  ReplicaSender s(kArea);
+  s.Subscribe(1);
+  s.Collected(1, Lines({0}));
+  BringUpToDate(s, 1, 0);
+  const uint64_t t0 = 5'000'000;
+  s.Collected(2, Lines({10}));
+  Transfer lost;
+  ASSERT_TRUE(s.NextTransfer(t0, kRto, &lost));
+  s.Sent(lost, t0);
+  s.Collected(3, Lines({20}));
+
+  Transfer t;
+  s.OnLostTransfer(1, lost.transfer_id + 1);  // not the one it awaits: nothing changes
+  EXPECT_FALSE(s.NextTransfer(t0 + 1, kRto, &t));
+  s.OnLostTransfer(2, lost.transfer_id);  // not subscribed
+  s.OnLostTransfer(1, lost.transfer_id);
+  ASSERT_TRUE(s.NextTransfer(t0 + 1, kRto, &t)) << "due before the timeout";
+  EXPECT_EQ(t.base, 1u);
+  EXPECT_EQ(t.version, 3u);
+  EXPECT_EQ(Marked(*t.lines), (std::vector<size_t>{10, 20}));
+  s.Sent(t, t0 + 1);
+  // A late report about the transfer it replaced does not send it again.
+  s.OnLostTransfer(1, lost.transfer_id);
+  EXPECT_FALSE(s.NextTransfer(t0 + 2, kRto, &t));
+  s.OnAck(1, 3);
+  EXPECT_EQ(s.acked(1), 3u);
+}
+
 TEST(ReplicaSenderTest, AckOfTheOlderTransferAdvancesTheBaseButKeepsTheNewerInFlight) {
   ReplicaSender s(kArea);
   s.Subscribe(1);

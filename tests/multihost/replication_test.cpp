@@ -14,11 +14,12 @@ namespace dsm::testing {
 namespace {
 
 // What the writer's host did to ship the versions: frames are read from the
-// pinned reader buffer of each version, and copied into dsmd's shadow only when
-// the writer published again before the version's readers acknowledged it.
+// pinned reader buffer of each version; when the writer needs that buffer
+// before the readers acknowledged the version, dsmd gives it back (copying the
+// version into its shadow first only if frames of it are still to be sent).
 enum class Shadowing {
-  kRare,    // acks come back between the writer's versions: most ship uncopied
-  kNeeded,  // lost frames delay acks past the next version: resends come from the shadow
+  kRare,    // acks come back between the writer's versions: the writer never waits
+  kNeeded,  // lost frames delay acks past the writer's next versions
 };
 
 void RunThreeHosts(const std::vector<std::string>& dsmd_args, const WorkloadOptions& o,
@@ -60,12 +61,12 @@ void RunThreeHosts(const std::vector<std::string>& dsmd_args, const WorkloadOpti
   // reader still held the only spare).
   EXPECT_GT(c2["counters"]["versions_received_in_place"].get<uint64_t>(), 0u);
   const auto collected = c1["counters"]["versions_collected"].get<uint64_t>();
-  const auto shadowed = c1["counters"]["versions_shadowed"].get<uint64_t>();
+  const auto given_back = c1["counters"]["versions_shadowed"].get<uint64_t>() +
+                          c1["counters"]["pins_yielded"].get<uint64_t>();
   if (shadowing == Shadowing::kRare) {
-    EXPECT_LT(shadowed * 2, collected) << "versions acknowledged before the next one still copied";
+    EXPECT_LT(given_back * 4, collected) << "the writer often waited for dsmd's pin";
   } else {
-    EXPECT_GT(shadowed, 0u) << "no version was copied out of the writer's way";
-    EXPECT_GT(c1["counters"]["retransmitted_frames"].get<uint64_t>(), 0u);
+    EXPECT_GT(given_back, 0u) << "the writer never needed a buffer dsmd was shipping from";
   }
 }
 
