@@ -3,7 +3,8 @@
 // end byte-for-byte equal to the writer (XXH3), names resolve from any host, and
 // a pointer-based structure written on one host is followed on another. Then the
 // same with frames dropped, duplicated, reordered and corrupted, and over a
-// mesh of memif links (one port per peer in each daemon) instead of a bridge.
+// mesh of memif links (one port per peer in each daemon) instead of a bridge,
+// and with a writer publishing faster than the other hosts acknowledge.
 #include <gtest/gtest.h>
 
 #include "tests/multihost/replication_workload.h"
@@ -78,6 +79,13 @@ TEST(Replication, SurvivesDroppedDuplicatedReorderedAndCorruptFrames) {
   RunThreeHosts({"--fault-drop", "0.05", "--fault-duplicate", "0.05", "--fault-reorder", "0.05",
                  "--fault-corrupt", "0.01", "--fault-seed", "7"},
                 WorkloadOptions{}, Shadowing::kNeeded);
+}
+
+TEST(Replication, AWriterPublishingFasterThanTheHostsAcknowledgeGetsBuffersBackAndReplicasEndEqual) {
+  WorkloadOptions o;
+  o.pause_us = 0;  // versions faster than acknowledgements: dsmd's pin is wanted
+  o.versions = 3000;
+  RunThreeHosts({}, o, Shadowing::kNeeded);
 }
 
 TEST(Replication, ThreeHostsOverAMeshOfMemifLinks) {
