@@ -18,9 +18,6 @@
 
 namespace dsm {
 
-// dsmd's own id where a client id is expected (its reader slots, replicas' writer).
-inline constexpr uint32_t kDaemonClientId = 0xffffffffu;
-
 struct Client {
   uint32_t id;
   int32_t pid;

@@ -308,6 +308,7 @@ void ControlServer::Disconnect(int fd) {
 }
 
 void ControlServer::Shutdown() {
+  if (remote_) remote_->ReleasePins();
   segment_->header.daemon_alive.store(0);
   Reply notice{};
   notice.magic = kProtocolMagic;

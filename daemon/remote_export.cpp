@@ -79,7 +79,9 @@ void RemoteSync::ForgetHostSubscriptions(uint16_t host) {
 bool RemoteSync::Collect(ExportedArea& e) {
   AreaControl& a = segment_->areas[e.index];
   const uint64_t latest = UnpackLatest(a.latest.load()).version;
-  if (e.collected_once && latest <= e.sender->version()) return false;
+  // (After a yield nothing holds the collected version: pin it again even if
+  // the writer has not published since.)
+  if (e.collected_once && latest <= e.sender->version() && !e.source_lost) return false;
   auto* logs = reinterpret_cast<std::atomic<uint64_t>*>(backing_ + a.export_offset);
   if (!e.collected_once) e.pending->AddAll();  // the first copy: everything
   // Consume the export log the writer is not using (flip, then wait for the
@@ -119,6 +121,9 @@ bool RemoteSync::Collect(ExportedArea& e) {
   }
   // The new version replaces the old as what frames are read from: no copy.
   SetPin(a, e.reader_slot, pinned.buffer);
+  // A writer that found both pinned while we switched retries and asks again
+  // if it still finds none free; an old request must not take the new pin.
+  a.spare_wanted.store(0);
   e.pinned = static_cast<int>(pinned.buffer);
   e.pinned_version = pinned.version;
   e.shadow_stale->Merge(*e.pending);
@@ -127,6 +132,13 @@ bool RemoteSync::Collect(ExportedArea& e) {
   e.collected_once = true;
   ++stats_.versions_collected;
   return true;
+}
+
+void RemoteSync::ReleasePins() {
+  for (auto& [index, e] : exports_) {
+    if (e.pinned >= 0 && ExportLive(e)) SetPin(segment_->areas[e.index], e.reader_slot, kNoBuffer);
+    e.pinned = -1;
+  }
 }
 
 const uint8_t* RemoteSync::FrameSource(const ExportedArea& e) const {
@@ -154,20 +166,23 @@ void RemoteSync::YieldPin(ExportedArea& e, uint64_t now_ns) {
   // for them: keep the version in the shadow. (Without resends, a lossy
   // network never completes a large transfer: each retry is the union of more
   // versions, so more frames, so more likely to lose one.)
-  if (e.in_send || now_ns - e.last_nack_ns < kLossMemoryNs) {
+  if (e.in_send || LossRecent(e, now_ns)) {
     Unpin(e);
     return;
   }
   // Every frame is out and only acknowledgements are awaited on a network that
   // has not lost frames lately. Give the buffer back without a copy: should a
   // receiver miss frames after all, it gets what it lacks with the next
-  // version after the retransmission timeout.
-  AreaControl& a = segment_->areas[e.index];
-  SetPin(a, e.reader_slot, kNoBuffer);
+  // version, as soon as it says so (OnAck -> ReplicaSender::OnLostTransfer).
+  DropPin(e);
+  ++stats_.pins_yielded;
+}
+
+void RemoteSync::DropPin(ExportedArea& e) {
+  SetPin(segment_->areas[e.index], e.reader_slot, kNoBuffer);
   e.pinned = -1;
   e.sent.clear();
   e.source_lost = true;  // nothing holds the collected version: collect anew
-  ++stats_.pins_yielded;
 }
 
 void RemoteSync::Unpin(ExportedArea& e) {
@@ -219,6 +234,7 @@ bool RemoteSync::ExportTurn(ExportedArea& e, uint64_t now_ns) {
     e.in_send = false;
     e.sent.clear();
     e.pinned = -1;  // the slot's pins went with the area
+    e.source_lost = false;
     return false;
   }
   // For a writer freeing the area: how far every subscribed host has come.
@@ -232,12 +248,21 @@ bool RemoteSync::ExportTurn(ExportedArea& e, uint64_t now_ns) {
     YieldPin(e, now_ns);
     worked = true;
   }
+  if (e.sender->subscribers() == 0 && e.pinned >= 0) {
+    // Nobody to ship to: hold nothing (a new subscriber's transfer collects anew).
+    e.in_send = false;
+    DropPin(e);
+  }
   if (e.sender->subscribers() > 0 && !e.in_send) {
     // A silent host delays the next version at most the retransmission timeout.
     const uint64_t rto = CollectHoldNs(e);
     if ((e.source_lost || !e.sender->AwaitingAcks(now_ns, rto)) && Collect(e)) {
       e.sent.clear();
       e.source_lost = false;
+      // Receivers lost frames lately: resends are likely, and the writer will
+      // want the buffer before they are done. Copy the version aside now, as
+      // it is collected, rather than while the writer waits for the buffer.
+      if (LossRecent(e, now_ns)) Unpin(e);
       worked = true;
     }
     if (!e.source_lost && e.sender->NextTransfer(now_ns, rto, &e.sending)) {
@@ -256,8 +281,9 @@ bool RemoteSync::ExportTurn(ExportedArea& e, uint64_t now_ns) {
 
 bool RemoteSync::ExportDue(uint64_t now_ns) const {
   for (const auto& [index, e] : exports_) {
-    if (e.in_send || e.source_lost || WriterWantsPinned(e)) return true;
+    if (WriterWantsPinned(e)) return true;
     if (e.sender->subscribers() == 0) continue;
+    if (e.in_send || e.source_lost) return true;
     const uint64_t latest = UnpackLatest(segment_->areas[index].latest.load()).version;
     if (latest > e.sender->version() && !e.sender->AwaitingAcks(now_ns, CollectHoldNs(e))) return true;
   }

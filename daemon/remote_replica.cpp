@@ -65,7 +65,7 @@ std::string RemoteSync::RequestReplica(const std::string& name, uint64_t now_ns)
       fresh->receiver = std::make_unique<ReplicaReceiver>(a.size, backing_ + a.writer_offset);
       fresh->publisher = std::make_unique<VersionPublisher>(a.size, a.buffer_count);
       r = fresh.get();
-      AimReplica(*r);
+      AimReplica(*r, false);
       replicas_.push_back(std::move(fresh));
       spdlog::info("replicating '{}' from host {}", name, host);
     }
@@ -88,7 +88,7 @@ void RemoteSync::OnData(const wire::Frame& f, uint16_t host, uint64_t now_ns) {
   }
   // The first line of a version goes straight to a reader buffer if one is free
   // by now (local readers move off the previous version as soon as it is out).
-  if (r->target < 0 && r->receiver->changed().Empty()) AimReplica(*r);
+  if (r->target < 0 && r->receiver->changed().Empty()) AimReplica(*r, false);
   const ReplicaReceiver::Result res = r->receiver->OnData(f, now_ns);
   if (res.drop != wire::DropReason::kNone) Drop(res.drop);
   if (res.completed) {
@@ -102,7 +102,7 @@ void RemoteSync::OnData(const wire::Frame& f, uint16_t host, uint64_t now_ns) {
   }
 }
 
-void RemoteSync::AimReplica(Replica& r) {
+void RemoteSync::AimReplica(Replica& r, bool catch_up) {
   AreaControl& a = segment_->areas[r.local_index];
   const int buffer =
       PickTargetBuffer(a.buffer_count, UnpackLatest(a.latest.load()).buffer, PinnedBuffers(a));
@@ -113,7 +113,7 @@ void RemoteSync::AimReplica(Replica& r) {
   r.target = buffer;
   // Nothing of the next version is in it yet: what it missed of the earlier
   // ones can be copied now rather than when that version completes.
-  if (buffer >= 0) {
+  if (buffer >= 0 && catch_up) {
     const uint8_t* latest = backing_ + a.buffer_offset[UnpackLatest(a.latest.load()).buffer];
     r.publisher->CatchUp(static_cast<uint32_t>(buffer), latest, dst);
   }
@@ -165,7 +165,7 @@ bool RemoteSync::ReplicaTurn(Replica& r, uint64_t now_ns) {
     return !r.receiver->publish_pending();
   }
   // Received into the staging copy for want of a free buffer: look again.
-  if (r.target < 0 && !r.receiver->assembling()) AimReplica(r);
+  if (r.target < 0 && !r.receiver->assembling()) AimReplica(r, true);
   // Frames of a transfer stopped coming: say which are missing.
   if (r.receiver->assembling() && now_ns - r.receiver->last_frame_ns() > kNackAfterNs &&
       now_ns - r.last_ack_ns > kNackAfterNs) {

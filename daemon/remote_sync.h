@@ -54,6 +54,9 @@ class RemoteSync {
   // client while the replica is not ready ("" if no host has that name).
   std::string RequestReplica(const std::string& name, uint64_t now_ns);
 
+  // dsmd stops: lets go of the buffers it ships from, so writers keep publishing.
+  void ReleasePins();
+
 
  private:
   // An area of this host that other hosts replicate.
@@ -148,6 +151,13 @@ class RemoteSync {
   // The writer needs the pinned buffer: drops the pin, copying the version
   // into the shadow only if frames of it may still be sent or asked for.
   void YieldPin(ExportedArea& e, uint64_t now_ns);
+  // Drops the pin without a copy: no transfer of the collected version can be
+  // framed or resent until the next collect.
+  void DropPin(ExportedArea& e);
+  // Whether a receiver reported missing frames of `e` lately.
+  static bool LossRecent(const ExportedArea& e, uint64_t now_ns) {
+    return e.last_nack_ns != 0 && now_ns - e.last_nack_ns < kLossMemoryNs;
+  }
   // Whether `e`'s area is still the one exported (not freed, slot not reused).
   bool ExportLive(const ExportedArea& e) const;
   bool ContinueSend(ExportedArea& e, uint64_t now_ns);
@@ -160,7 +170,9 @@ class RemoteSync {
   void PublishReplica(Replica& r, uint64_t now_ns);
   // Between versions: points the receiver at a free reader buffer, or at the
   // staging copy when local readers pin every spare (never at the latest).
-  void AimReplica(Replica& r);
+  // `catch_up`: also bring that buffer up to the latest version now (between
+  // versions; not when a frame of the next one is already waiting).
+  void AimReplica(Replica& r, bool catch_up);
   void OnHostDown(uint16_t host);
   void OnHostRestarted(uint16_t host);
   Replica* FindReplica(uint16_t host, uint32_t index, uint32_t generation);

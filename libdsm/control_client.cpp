@@ -1,5 +1,6 @@
 #include "libdsm/control_client.h"
 
+#include <poll.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -31,6 +32,16 @@ void ControlClient::RingDoorbell(std::atomic<uint32_t>& armed) const {
   if (doorbell_fd_ < 0 || armed.load() == 0 || armed.exchange(0) == 0) return;
   const uint64_t one = 1;
   (void)!write(doorbell_fd_, &one, sizeof(one));  // EAGAIN: already ringing
+}
+
+bool ControlClient::PeerClosed() {
+  std::lock_guard lock(mu_);
+  if (gone_ || fd_ < 0) return true;
+  pollfd p{fd_, POLLIN, 0};
+  if (poll(&p, 1, 0) <= 0) return false;
+  if (p.revents & (POLLHUP | POLLERR)) return true;
+  char byte;  // readable: a notice waits, or the end of the stream
+  return recv(fd_, &byte, 1, MSG_PEEK | MSG_DONTWAIT) == 0;
 }
 
 int ControlClient::Connect(const std::string& path, int timeout_ms) {

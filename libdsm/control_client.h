@@ -22,6 +22,9 @@ class ControlClient {
   // message goes to dsm_last_error() on failure.
   int Call(Request req, Reply* reply, std::span<int> fds = {});
   bool daemon_gone() const { return gone_; }
+  // Whether the daemon's end of the connection is closed (it stopped or
+  // crashed), without a round trip; safe across PID namespaces.
+  bool PeerClosed();
 
   // Takes ownership of the doorbell eventfd the daemon passed at hello (-1: none).
   void set_doorbell(int fd);

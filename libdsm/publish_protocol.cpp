@@ -97,6 +97,12 @@ void SetPin(AreaControl& area, uint32_t slot, uint32_t current) {
   area.reader_pin[slot].store(PinWord(current, kNoBuffer));
 }
 
+void ReleaseDaemonPins(AreaControl& area) {
+  for (uint32_t s = 0; s < kMaxReadersPerArea; ++s) {
+    if (area.reader_client[s].load() == kDaemonClientId) area.reader_pin[s].store(kNoPins);
+  }
+}
+
 void ExportChanges(AreaControl& area, uint64_t* logs, const LineSet& changed, uint64_t version) {
   const uint32_t index = area.export_index.load();
   uint64_t* log = logs + index * area.export_pages;

@@ -34,6 +34,9 @@ void WaitForNewerVersion(AreaControl& area, uint64_t seen, uint64_t timeout_ns);
 bool PinLatest(AreaControl& area, uint32_t slot, uint32_t current, LatestVersion* out);
 // Leaves only `current` pinned in the slot (kNoBuffer: nothing).
 void SetPin(AreaControl& area, uint32_t slot, uint32_t current);
+// Clears the pins of dsmd's reader slots (it pins the version it ships): for
+// dsmd when it stops, and for a writer once dsmd is gone without doing so.
+void ReleaseDaemonPins(AreaControl& area);
 
 // Writer side of the export protocol: a whole publish runs inside an
 // ExportGuard (export_seq odd), and records its lines with ExportChanges before

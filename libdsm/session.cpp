@@ -259,7 +259,7 @@ void ClientSession::SyncWork(uint64_t now_ns, const void* forced_area, int* forc
     if (a.writer) {
       if (!forced && !a.writer->Due(now_ns)) continue;
       const uint64_t t0 = MonotonicNs();
-      const int rc = a.writer->Publish(now_ns);
+      int rc = a.writer->Publish(now_ns);
       const uint64_t took = MonotonicNs() - t0;
       AreaControl* c = a.writer->control();
       // Another host reads this area: wake dsmd so it ships the version now
@@ -268,6 +268,7 @@ void ClientSession::SyncWork(uint64_t now_ns, const void* forced_area, int* forc
       if ((rc == DSM_OK || rc == DSM_ERR_BUSY) && c->export_enabled.load(std::memory_order_relaxed)) {
         control_.RingDoorbell(segment_->header.doorbell_armed);
       }
+      if (rc == DSM_ERR_BUSY && ReleasePinsOfGoneDaemon(*c)) rc = a.writer->Publish(now_ns);
       c->publish_ns_total.fetch_add(took, std::memory_order_relaxed);
       if (took > c->publish_ns_max.load(std::memory_order_relaxed)) c->publish_ns_max.store(took);
       if (forced) *forced_rc = rc;
@@ -419,15 +420,28 @@ int ClientSession::LogSlow(const void* ptr, size_t len) {
   return DSM_OK;
 }
 
+bool ClientSession::ReleasePinsOfGoneDaemon(AreaControl& control) {
+  if (segment_->header.daemon_alive.load() != 0 && !control_.PeerClosed()) return false;
+  ReleaseDaemonPins(control);  // nobody ships from the buffer it pinned any more
+  return true;
+}
+
 void ClientSession::PublishAll() {
   std::lock_guard lock(mu_);
-  const uint64_t now = MonotonicNs();
-  for (auto& [addr, a] : areas_) {
-    if (a.writer) a.writer->Publish(now);
-  }
   // The areas stay exported after we leave (sealed), but as for dsm_free, let
   // other hosts take the last versions before this process is gone.
   const uint64_t deadline = MonotonicNs() + free_drain_ns_;
+  for (auto& [addr, a] : areas_) {
+    if (!a.writer) continue;
+    // Busy because dsmd still ships from a buffer: it lets go at its next turn.
+    AreaControl& c = *a.writer->control();
+    while (a.writer->Publish(MonotonicNs()) == DSM_ERR_BUSY && c.export_enabled.load() &&
+           MonotonicNs() < deadline) {
+      control_.RingDoorbell(segment_->header.doorbell_armed);
+      ReleasePinsOfGoneDaemon(c);
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+    }
+  }
   for (auto& [addr, a] : areas_) {
     if (a.writer) DrainRemoteCopies(*a.writer->control(), a.writer->version(), deadline);
   }

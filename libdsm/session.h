@@ -39,6 +39,10 @@ class ClientSession {
   void PublishAll();
 
  private:
+  // A publish found every spare buffer pinned: if dsmd, which pins the version
+  // it ships, is gone (stopped or crashed), its pins on `control` are cleared.
+  // Returns whether it was gone.
+  bool ReleasePinsOfGoneDaemon(AreaControl& control);
   struct Area {
     std::unique_ptr<WriterArea> writer;
     std::unique_ptr<ReaderArea> reader;

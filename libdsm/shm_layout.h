@@ -22,6 +22,8 @@ inline constexpr uint32_t PinWord(uint32_t current, uint32_t next) {
   return (current & 0xff) | ((next & 0xff) << 8);
 }
 inline constexpr uint32_t kNoPins = PinWord(kNoBuffer, kNoBuffer);
+// dsmd's own id where a client id is expected (its reader slots, replicas' writer).
+inline constexpr uint32_t kDaemonClientId = 0xffffffffu;
 
 enum class AreaState : uint32_t {
   kFree = 0,    // slot unused

@@ -1,6 +1,6 @@
 // Hosts failing: a reader host's daemon killed with SIGKILL and restarted
 // resyncs to the latest version; a writer host taken down makes its readers
-// report the area stale, without crashes; a replica freed while its host was
+// report the area stale, without crashes, and its writer keeps publishing; a replica freed while its host was
 // away never writes into the local area that took its place.
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -163,8 +163,14 @@ TEST(Failures, AWriterHostTakenDownMakesReadersReportStale) {
   ASSERT_TRUE(WaitFor([&] { return res->fresh_seen.load(); }, 20000)) << "the reader never saw a fresh version";
   const int pid = cluster.DaemonPid(1);
   ASSERT_GT(pid, 0);
+  const uint64_t at_kill = b->writer_version.load();
   ASSERT_EQ(kill(pid, SIGKILL), 0);
   res->host_killed = true;
+  // The writer goes on publishing for local readers: the pin dsmd held on the
+  // version it was shipping dies with it.
+  EXPECT_TRUE(WaitFor([&] { return b->writer_version.load() >= at_kill + 20; }, 10000))
+      << "the writer stopped publishing at version " << b->writer_version.load()
+      << " when its host's daemon died (killed at " << at_kill << ")";
   EXPECT_EQ(Reap(reader, 60000), 0);
   EXPECT_TRUE(res->stale_after);
   EXPECT_FALSE(res->writer_alive_after);
