@@ -70,6 +70,13 @@ bool ReplicaSender::Due(const HostState& h, uint64_t now_ns, uint64_t rto_ns) co
   return now_ns - h.sent_ns >= rto_ns;  // lost or slow: send the newest union
 }
 
+bool ReplicaSender::AnyDue(uint64_t now_ns, uint64_t rto_ns) const {
+  for (const auto& [id, h] : hosts_) {
+    if (Due(*h, now_ns, rto_ns)) return true;
+  }
+  return false;
+}
+
 bool ReplicaSender::NextTransfer(uint64_t now_ns, uint64_t rto_ns, Transfer* out) {
   // Hosts that hold a version share one delta even when they acknowledged
   // different versions: the union of what each lacks, from the oldest base, is

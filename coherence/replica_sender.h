@@ -62,6 +62,8 @@ class ReplicaSender {
   // version shares one delta from the oldest base among them; due hosts with
   // nothing share one full transfer.
   bool NextTransfer(uint64_t now_ns, uint64_t rto_ns, Transfer* out);
+  // Whether NextTransfer would return a transfer at `now_ns`.
+  bool AnyDue(uint64_t now_ns, uint64_t rto_ns) const;
   // The transfer was handed to the transport.
   void Sent(const Transfer& t, uint64_t now_ns);
 

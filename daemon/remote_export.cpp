@@ -256,7 +256,11 @@ bool RemoteSync::ExportTurn(ExportedArea& e, uint64_t now_ns) {
   if (e.sender->subscribers() > 0 && !e.in_send) {
     // A silent host delays the next version at most the retransmission timeout.
     const uint64_t rto = CollectHoldNs(e);
-    if ((e.source_lost || !e.sender->AwaitingAcks(now_ns, rto)) && Collect(e)) {
+    // After a yield, collect anew as soon as a host needs a transfer; not
+    // before the others answered, or they would be split over two transfers.
+    const bool may_collect = !e.sender->AwaitingAcks(now_ns, rto) ||
+                             (e.source_lost && e.sender->AnyDue(now_ns, rto));
+    if (may_collect && Collect(e)) {
       e.sent.clear();
       e.source_lost = false;
       // Receivers lost frames lately: resends are likely, and the writer will
@@ -283,7 +287,7 @@ bool RemoteSync::ExportDue(uint64_t now_ns) const {
   for (const auto& [index, e] : exports_) {
     if (WriterWantsPinned(e)) return true;
     if (e.sender->subscribers() == 0) continue;
-    if (e.in_send || e.source_lost) return true;
+    if (e.in_send || (e.source_lost && e.sender->AnyDue(now_ns, CollectHoldNs(e)))) return true;
     const uint64_t latest = UnpackLatest(segment_->areas[index].latest.load()).version;
     if (latest > e.sender->version() && !e.sender->AwaitingAcks(now_ns, CollectHoldNs(e))) return true;
   }

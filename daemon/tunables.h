@@ -47,7 +47,7 @@ inline constexpr uint64_t kExportWaitNs = 50'000'000;
 // A receiver that reported missing frames this recently may do so again: a
 // version whose buffer the writer needs is then copied into the shadow, so
 // its frames can still be resent.
-inline constexpr uint64_t kLossMemoryNs = 1'000'000'000;
+inline constexpr uint64_t kLossMemoryNs = 10'000'000'000;
 
 // DATA claiming a version this far beyond the writer host's advertised latest is
 // dropped (directory listings lag by at most kDirectoryIntervalNs; no writer

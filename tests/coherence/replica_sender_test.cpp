@@ -216,9 +216,11 @@ TEST(ReplicaSenderTest, ALostTransferThatCannotBeResentIsReplacedAtOnceByTheUnio
 
   Transfer t;
   s.OnLostTransfer(1, lost.transfer_id + 1);  // not the one it awaits: nothing changes
+  EXPECT_FALSE(s.AnyDue(t0 + 1, kRto));
   EXPECT_FALSE(s.NextTransfer(t0 + 1, kRto, &t));
   s.OnLostTransfer(2, lost.transfer_id);  // not subscribed
   s.OnLostTransfer(1, lost.transfer_id);
+  EXPECT_TRUE(s.AnyDue(t0 + 1, kRto));
   ASSERT_TRUE(s.NextTransfer(t0 + 1, kRto, &t)) << "due before the timeout";
   EXPECT_EQ(t.base, 1u);
   EXPECT_EQ(t.version, 3u);
