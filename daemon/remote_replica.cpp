@@ -112,8 +112,13 @@ void RemoteSync::AimReplica(Replica& r, bool catch_up) {
   if (!r.receiver->SetTarget(dst)) return;
   r.target = buffer;
   // Nothing of the next version is in it yet: what it missed of the earlier
-  // ones can be copied now rather than when that version completes.
-  if (buffer >= 0 && catch_up) {
+  // ones can be copied now rather than when that version completes. Not when
+  // it missed much of the area: versions that change most lines would
+  // overwrite that copy (PublishInPlace copies only what the version lacks).
+  const auto lines = [](size_t bytes) { return (bytes + kLineBytes - 1) / kLineBytes; };
+  if (buffer >= 0 && catch_up &&
+      r.publisher->pending(static_cast<uint32_t>(buffer)).CountLines() * kCatchUpMaxShare <=
+          lines(a.size)) {
     const uint8_t* latest = backing_ + a.buffer_offset[UnpackLatest(a.latest.load()).buffer];
     r.publisher->CatchUp(static_cast<uint32_t>(buffer), latest, dst);
   }

@@ -2,6 +2,7 @@
 #ifndef DSM_DAEMON_TUNABLES_H_
 #define DSM_DAEMON_TUNABLES_H_
 
+#include <cstddef>
 #include <cstdint>
 
 namespace dsm {
@@ -48,6 +49,11 @@ inline constexpr uint64_t kExportWaitNs = 50'000'000;
 // version whose buffer the writer needs is then copied into the shadow, so
 // its frames can still be resent.
 inline constexpr uint64_t kLossMemoryNs = 10'000'000'000;
+
+// A replica's next buffer is caught up between versions only if it missed at
+// most 1/this of the area's lines; more, and the next version likely rewrites
+// most of them anyway.
+inline constexpr size_t kCatchUpMaxShare = 4;
 
 // DATA claiming a version this far beyond the writer host's advertised latest is
 // dropped (directory listings lag by at most kDirectoryIntervalNs; no writer

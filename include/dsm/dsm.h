@@ -33,7 +33,7 @@ typedef enum dsm_code {
   DSM_ERR_NOT_FOUND = -4,     /* no such area */
   DSM_ERR_NO_SPACE = -5,      /* the host's region or backing memory is full */
   DSM_ERR_TIMEOUT = -6,       /* the wait ended before the condition held */
-  DSM_ERR_BUSY = -7,          /* could not sync now (readers still hold buffers); retried later */
+  DSM_ERR_BUSY = -7,          /* could not sync now (readers or dsmd hold buffers); retried later */
   DSM_ERR_NOT_INIT = -8,      /* dsm_init() has not been called */
   DSM_ERR_ADDRESS = -9,       /* the fixed region address is taken in this process */
   DSM_ERR_SYSTEM = -10,       /* a system call failed (message has errno text) */
@@ -126,8 +126,9 @@ int dsm_service(void);
 
 /* Publishes area `area` now, as one new version (if anything was logged). The
  * caller must be at a quiescent point, as for dsm_service(). Returns
- * DSM_ERR_BUSY if local readers still hold every spare buffer; the changes stay
- * logged and go out at the next chance. */
+ * DSM_ERR_BUSY if every spare buffer is held: by local readers, or by dsmd
+ * shipping an earlier version to other hosts (it lets go within one of its
+ * turns when asked); the changes stay logged and go out at the next chance. */
 int dsm_publish(const void *area);
 
 /* A thread that will not touch areas for a while marks itself offline so that
