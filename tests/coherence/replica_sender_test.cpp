@@ -36,6 +36,19 @@ void BringUpToDate(ReplicaSender& s, uint16_t host, uint64_t now) {
   s.OnAck(host, s.version());
 }
 
+// Host 1 holds version 1 (acknowledged); version 2 with `changed` is sent to
+// it at `t0` and awaits acknowledgement. Returns that transfer.
+Transfer OneTransferOut(ReplicaSender& s, const LineSet& changed, uint64_t t0) {
+  s.Subscribe(1);
+  s.Collected(1, Lines({0}));
+  BringUpToDate(s, 1, 0);
+  s.Collected(2, changed);
+  Transfer t;
+  EXPECT_TRUE(s.NextTransfer(t0, kRto, &t));
+  s.Sent(t, t0);
+  return t;
+}
+
 TEST(ReplicaSenderTest, NothingToSendBeforeTheFirstCollect) {
   ReplicaSender s(kArea);
   s.Subscribe(1);
@@ -167,15 +180,8 @@ TEST(ReplicaSenderTest, OneTransferInFlightPerHostUntilAckOrRto) {
 
 TEST(ReplicaSenderTest, AfterRtoTheResendIsTheUnionAtTheNewestVersionWithTheSameBase) {
   ReplicaSender s(kArea);
-  s.Subscribe(1);
-  s.Collected(1, Lines({0}));
-  BringUpToDate(s, 1, 0);
-
   const uint64_t t0 = 5'000'000;
-  s.Collected(2, Lines({10, 12}));
-  Transfer first;
-  ASSERT_TRUE(s.NextTransfer(t0, kRto, &first));
-  s.Sent(first, t0);
+  const Transfer first = OneTransferOut(s, Lines({10, 12}), t0);
   s.Collected(3, Lines({20, 12}));
 
   Transfer t;
@@ -204,14 +210,8 @@ TEST(ReplicaSenderTest, AfterRtoTheResendIsTheUnionAtTheNewestVersionWithTheSame
 
 TEST(ReplicaSenderTest, ALostTransferThatCannotBeResentIsReplacedAtOnceByTheUnion) {
   ReplicaSender s(kArea);
-  s.Subscribe(1);
-  s.Collected(1, Lines({0}));
-  BringUpToDate(s, 1, 0);
   const uint64_t t0 = 5'000'000;
-  s.Collected(2, Lines({10}));
-  Transfer lost;
-  ASSERT_TRUE(s.NextTransfer(t0, kRto, &lost));
-  s.Sent(lost, t0);
+  const Transfer lost = OneTransferOut(s, Lines({10}), t0);
   s.Collected(3, Lines({20}));
 
   Transfer t;

@@ -186,55 +186,59 @@ TEST(VersionPublisherTest, BufferThatMissedVersionsCatchesUpInOneCopy) {
   EXPECT_EQ(CollectRuns(pub.pending(2)), (Runs{{1, 1}, {193, 1}}));
 }
 
-TEST(VersionPublisherTest, InPlaceCatchesUpFromTheLatestBufferAndLeavesWrittenLinesAlone) {
-  // A replica's daemon writes a version's lines straight into the target
-  // buffer; only what the target missed besides them comes from the latest.
-  const size_t area = 2 * 4096;
-  std::vector<std::vector<uint8_t>> buffers(3, std::vector<uint8_t>(area, 0));
-  VersionPublisher pub(area, 3);
-  LineSet written(area);
-  auto write = [&](uint32_t buffer, size_t line, uint8_t value) {
+// A replica's three reader buffers as dsmd fills them: frames write a
+// version's lines straight into the buffer that will hold it.
+struct InPlaceReplica {
+  static constexpr size_t kArea = 2 * 4096;
+  std::vector<std::vector<uint8_t>> buffers{3, std::vector<uint8_t>(kArea, 0)};
+  VersionPublisher pub{kArea, 3};
+  LineSet written{kArea};
+  void Write(uint32_t buffer, size_t line, uint8_t value) {
     std::fill_n(buffers[buffer].begin() + line * kLineBytes, kLineBytes, value);
     written.AddLines(line, 1);
-  };
-  write(1, 5, 1);  // v1: lines 5 and 64 into buffer 1
-  write(1, 64, 1);
-  ASSERT_EQ(pub.PublishInPlace(written, 1, buffers[0].data(), buffers[1].data()), 0u);
-  written.Clear();
-  write(2, 5, 2);  // v2: line 5 again, into buffer 2, which missed line 64 of v1
-  EXPECT_EQ(pub.PublishInPlace(written, 2, buffers[1].data(), buffers[2].data()), kLineBytes);
-  EXPECT_EQ(buffers[2][5 * kLineBytes], 2) << "a written line was overwritten by the older version";
-  EXPECT_EQ(buffers[2][64 * kLineBytes], 1) << "a missed line was not caught up";
-  EXPECT_EQ(std::count(buffers[2].begin(), buffers[2].end(), 0), static_cast<long>(area - 2 * kLineBytes));
-  EXPECT_TRUE(pub.pending(2).Empty());
-  EXPECT_EQ(CollectRuns(pub.pending(0)), (Runs{{5, 1}, {64, 1}}));
-  EXPECT_EQ(CollectRuns(pub.pending(1)), (Runs{{5, 1}}));
+  }
+  // Publishes what was written into `target` as the next version after the
+  // one in `latest`; returns the bytes the publish copied.
+  size_t Publish(uint32_t target, uint32_t latest) {
+    const size_t copied = pub.PublishInPlace(written, target, buffers[latest].data(), buffers[target].data());
+    written.Clear();
+    return copied;
+  }
+};
+
+TEST(VersionPublisherTest, InPlaceCatchesUpFromTheLatestBufferAndLeavesWrittenLinesAlone) {
+  // Only what the target missed besides the version's own lines comes from the latest.
+  InPlaceReplica r;
+  r.Write(1, 5, 1);  // v1: lines 5 and 64 into buffer 1
+  r.Write(1, 64, 1);
+  ASSERT_EQ(r.Publish(1, 0), 0u);
+  r.Write(2, 5, 2);  // v2: line 5 again, into buffer 2, which missed line 64 of v1
+  EXPECT_EQ(r.Publish(2, 1), kLineBytes);
+  const auto& b2 = r.buffers[2];
+  EXPECT_EQ(b2[5 * kLineBytes], 2) << "a written line was overwritten by the older version";
+  EXPECT_EQ(b2[64 * kLineBytes], 1) << "a missed line was not caught up";
+  EXPECT_EQ(std::count(b2.begin(), b2.end(), 0), static_cast<long>(InPlaceReplica::kArea - 2 * kLineBytes));
+  EXPECT_TRUE(r.pub.pending(2).Empty());
+  EXPECT_EQ(CollectRuns(r.pub.pending(0)), (Runs{{5, 1}, {64, 1}}));
+  EXPECT_EQ(CollectRuns(r.pub.pending(1)), (Runs{{5, 1}}));
 }
 
 TEST(VersionPublisherTest, CatchUpAheadOfAVersionLeavesNothingForItsPublish) {
   // dsmd brings the next target up to date while it waits for the next
   // version; the version's lines then land on top, and its publish copies none.
-  const size_t area = 2 * 4096;
-  std::vector<std::vector<uint8_t>> buffers(3, std::vector<uint8_t>(area, 0));
-  VersionPublisher pub(area, 3);
-  LineSet written(area);
-  auto write = [&](uint32_t buffer, size_t line, uint8_t value) {
-    std::fill_n(buffers[buffer].begin() + line * kLineBytes, kLineBytes, value);
-    written.AddLines(line, 1);
-  };
-  write(1, 5, 1);  // v1 into buffer 1: lines 5 and 64
-  write(1, 64, 1);
-  ASSERT_EQ(pub.PublishInPlace(written, 1, buffers[0].data(), buffers[1].data()), 0u);
-  written.Clear();
-  EXPECT_EQ(pub.CatchUp(2, buffers[1].data(), buffers[2].data()), 2 * kLineBytes);
-  EXPECT_EQ(buffers[2], buffers[1]);
-  EXPECT_TRUE(pub.pending(2).Empty());
-  write(2, 64, 2);  // v2: line 64 again
-  EXPECT_EQ(pub.PublishInPlace(written, 2, buffers[1].data(), buffers[2].data()), 0u);
-  EXPECT_EQ(buffers[2][5 * kLineBytes], 1);
-  EXPECT_EQ(buffers[2][64 * kLineBytes], 2) << "the caught-up line hid the new version's";
-  EXPECT_EQ(CollectRuns(pub.pending(0)), (Runs{{5, 1}, {64, 1}}));
-  EXPECT_EQ(CollectRuns(pub.pending(1)), (Runs{{64, 1}}));
+  InPlaceReplica r;
+  r.Write(1, 5, 1);  // v1 into buffer 1: lines 5 and 64
+  r.Write(1, 64, 1);
+  ASSERT_EQ(r.Publish(1, 0), 0u);
+  EXPECT_EQ(r.pub.CatchUp(2, r.buffers[1].data(), r.buffers[2].data()), 2 * kLineBytes);
+  EXPECT_EQ(r.buffers[2], r.buffers[1]);
+  EXPECT_TRUE(r.pub.pending(2).Empty());
+  r.Write(2, 64, 2);  // v2: line 64 again
+  EXPECT_EQ(r.Publish(2, 1), 0u);
+  EXPECT_EQ(r.buffers[2][5 * kLineBytes], 1);
+  EXPECT_EQ(r.buffers[2][64 * kLineBytes], 2) << "the caught-up line hid the new version's";
+  EXPECT_EQ(CollectRuns(r.pub.pending(0)), (Runs{{5, 1}, {64, 1}}));
+  EXPECT_EQ(CollectRuns(r.pub.pending(1)), (Runs{{64, 1}}));
 }
 
 TEST(VersionPublisherTest, EmptyPublishStillCatchesTheTargetUp) {
