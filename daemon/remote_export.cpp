@@ -222,6 +222,7 @@ bool RemoteSync::ContinueSend(ExportedArea& e, uint64_t now_ns) {
     e.sender->Sent(e.sending, now_ns);
     stats_.changed_bytes_out += e.sending.lines->CountLines() * kLineBytes;
     ++stats_.transfers_sent;
+    ++e.transfers_since_nack;
     const uint32_t id = e.sending.transfer_id;
     e.sent[id] = {std::move(e.sending), std::move(e.plan)};
   }
@@ -310,7 +311,10 @@ void RemoteSync::OnAck(const wire::Frame& f, uint16_t host, uint64_t now_ns) {
   }
   // Frames a receiver misses of a transfer of the shadow's current version.
   const size_t ranges = f.body.size() / sizeof(wire::SeqRange);
-  if (ranges > 0) e.last_nack_ns = now_ns;
+  if (ranges > 0) {
+    e.last_nack_ns = now_ns;
+    e.transfers_since_nack = 0;
+  }
   auto sent = e.sent.find(f.header.transfer_id);
   if (ranges == 0) return;
   if (sent == e.sent.end() || f.header.base_version != sent->second.first.version) {

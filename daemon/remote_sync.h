@@ -78,6 +78,7 @@ class RemoteSync {
     // no transfer of it can be framed any more; the next collect starts over.
     bool source_lost = false;
     uint64_t last_nack_ns = 0;  // a receiver last reported missing frames
+    uint32_t transfers_since_nack = 0;
     bool collected_once = false;
     std::unique_ptr<LineSet> pending;  // consumed from the export logs, not yet shipped
     uint64_t consumed_version = 0;     // newest version whose lines were consumed
@@ -156,7 +157,8 @@ class RemoteSync {
   void DropPin(ExportedArea& e);
   // Whether a receiver reported missing frames of `e` lately.
   static bool LossRecent(const ExportedArea& e, uint64_t now_ns) {
-    return e.last_nack_ns != 0 && now_ns - e.last_nack_ns < kLossMemoryNs;
+    return e.last_nack_ns != 0 && now_ns - e.last_nack_ns < kLossMemoryNs &&
+           e.transfers_since_nack < kLossMemoryTransfers;
   }
   // Whether `e`'s area is still the one exported (not freed, slot not reused).
   bool ExportLive(const ExportedArea& e) const;

@@ -45,10 +45,13 @@ inline constexpr uint32_t kSpinTurnsBeforeSleep = 16;
 // speed: a 64 MiB area takes ~10 ms); longer, and the collect is retried later.
 inline constexpr uint64_t kExportWaitNs = 50'000'000;
 
-// A receiver that reported missing frames this recently may do so again: a
-// version whose buffer the writer needs is then copied into the shadow, so
-// its frames can still be resent.
+// A receiver that reported missing frames this recently, and fewer than
+// kLossMemoryTransfers transfers ago, may do so again: a version whose buffer
+// the writer needs is then copied into the shadow, so its frames can still be
+// resent. The count ends it early where one burst lost frames (a whole-area
+// transfer overflowing a receive ring) and the deltas after it arrive whole.
 inline constexpr uint64_t kLossMemoryNs = 10'000'000'000;
+inline constexpr uint32_t kLossMemoryTransfers = 16;
 
 // A replica's next buffer is caught up between versions only if it missed at
 // most 1/this of the area's lines; more, and the next version likely rewrites
