@@ -46,6 +46,11 @@ size_t VersionPublisher::PublishInPlace(const LineSet& written, uint32_t target,
   return copied;
 }
 
+bool VersionPublisher::CatchUpWorthwhile(uint32_t target) const {
+  const size_t lines = (area_bytes_ + kLineBytes - 1) / kLineBytes;
+  return pending_[target].CountLines() * kCatchUpMaxShare <= lines;
+}
+
 size_t VersionPublisher::CopyPending(uint32_t target, const uint8_t* src, uint8_t* dst) {
   LineSet& todo = pending_[target];
   size_t copied = 0;

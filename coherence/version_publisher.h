@@ -29,6 +29,11 @@ inline constexpr LatestVersion UnpackLatest(uint64_t word) {
   return {word >> 8, static_cast<uint32_t>(word & 0xff)};
 }
 
+// A buffer is caught up ahead of its next version (CatchUp) only if it missed
+// at most 1/this of the area's lines; more, and the next version likely
+// rewrites most of them anyway, so that copy would be made twice.
+inline constexpr size_t kCatchUpMaxShare = 4;
+
 // Picks the buffer the next version goes to: not `latest`, not in `pinned_mask`
 // (bit i = some reader holds buffer i). Returns -1 when every spare is pinned.
 // Prefers the buffer after `latest` in round-robin order, so buffers age evenly.
@@ -65,6 +70,8 @@ class VersionPublisher {
   size_t CatchUp(uint32_t target, const uint8_t* latest, uint8_t* dst) {
     return CopyPending(target, latest, dst);
   }
+  // Whether CatchUp of `target` is worth making now (kCatchUpMaxShare).
+  bool CatchUpWorthwhile(uint32_t target) const;
 
   size_t area_bytes() const { return area_bytes_; }
   uint32_t buffer_count() const { return static_cast<uint32_t>(pending_.size()); }

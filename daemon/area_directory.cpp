@@ -330,6 +330,7 @@ void AreaDirectory::ResetVersions(AreaControl& a, uint64_t now_ns, uint64_t conf
   a.publishes.store(0);
   a.publishes_deferred.store(0);
   a.bytes_published.store(0);
+  a.bytes_caught_up.store(0);
   a.publish_ns_total.store(0);
   a.publish_ns_max.store(0);
   a.tracking.store(0);

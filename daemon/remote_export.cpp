@@ -76,12 +76,13 @@ void RemoteSync::ForgetHostSubscriptions(uint16_t host) {
   for (auto& [index, e] : exports_) e.sender->Unsubscribe(host);
 }
 
-bool RemoteSync::Collect(ExportedArea& e) {
+bool RemoteSync::Collect(ExportedArea& e, uint64_t now_ns) {
   AreaControl& a = segment_->areas[e.index];
   const uint64_t latest = UnpackLatest(a.latest.load()).version;
-  // (After a yield nothing holds the collected version: pin it again even if
-  // the writer has not published since.)
-  if (e.collected_once && latest <= e.sender->version() && !e.source_lost) return false;
+  // After a yield or a release nothing holds the collected version: pin it
+  // again, even if the writer has not published since, once a host needs it.
+  const bool repin = e.source_lost && e.sender->AnyDue(now_ns, CollectHoldNs(e));
+  if (e.collected_once && latest <= e.sender->version() && !repin) return false;
   auto* logs = reinterpret_cast<std::atomic<uint64_t>*>(backing_ + a.export_offset);
   if (!e.collected_once) e.pending->AddAll();  // the first copy: everything
   // Consume the export log the writer is not using (flip, then wait for the
@@ -254,6 +255,13 @@ bool RemoteSync::ExportTurn(ExportedArea& e, uint64_t now_ns) {
     e.in_send = false;
     DropPin(e);
   }
+  if (e.pinned >= 0 && !e.in_send && e.sender->subscribers() > 0 &&
+      e.sender->MinAcked() >= e.pinned_version) {
+    // Every host holds the version: no frame of it will be read again. Let the
+    // writer have its buffer (to publish into, or to catch up ahead of its
+    // next publish) without waiting for our next collect.
+    DropPin(e);
+  }
   if (e.sender->subscribers() > 0 && !e.in_send) {
     // A silent host delays the next version at most the retransmission timeout.
     const uint64_t rto = CollectHoldNs(e);
@@ -261,7 +269,7 @@ bool RemoteSync::ExportTurn(ExportedArea& e, uint64_t now_ns) {
     // before the others answered, or they would be split over two transfers.
     const bool may_collect = !e.sender->AwaitingAcks(now_ns, rto) ||
                              (e.source_lost && e.sender->AnyDue(now_ns, rto));
-    if (may_collect && Collect(e)) {
+    if (may_collect && Collect(e, now_ns)) {
       e.sent.clear();
       e.source_lost = false;
       // Receivers lost frames lately: resends are likely, and the writer will

@@ -112,15 +112,12 @@ void RemoteSync::AimReplica(Replica& r, bool catch_up) {
   if (!r.receiver->SetTarget(dst)) return;
   r.target = buffer;
   // Nothing of the next version is in it yet: what it missed of the earlier
-  // ones can be copied now rather than when that version completes. Not when
-  // it missed much of the area: versions that change most lines would
-  // overwrite that copy (PublishInPlace copies only what the version lacks).
-  const auto lines = [](size_t bytes) { return (bytes + kLineBytes - 1) / kLineBytes; };
-  if (buffer >= 0 && catch_up &&
-      r.publisher->pending(static_cast<uint32_t>(buffer)).CountLines() * kCatchUpMaxShare <=
-          lines(a.size)) {
+  // ones can be copied now rather than when that version completes.
+  if (buffer >= 0 && catch_up && r.publisher->CatchUpWorthwhile(static_cast<uint32_t>(buffer))) {
     const uint8_t* latest = backing_ + a.buffer_offset[UnpackLatest(a.latest.load()).buffer];
-    r.publisher->CatchUp(static_cast<uint32_t>(buffer), latest, dst);
+    const size_t bytes = r.publisher->CatchUp(static_cast<uint32_t>(buffer), latest, dst);
+    a.bytes_published.fetch_add(bytes, std::memory_order_relaxed);
+    a.bytes_caught_up.fetch_add(bytes, std::memory_order_relaxed);
   }
 }
 

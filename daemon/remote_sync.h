@@ -139,7 +139,10 @@ class RemoteSync {
   void OnSubscribe(const wire::Frame& f, uint16_t host, uint64_t now_ns);
   void OnAck(const wire::Frame& f, uint16_t host, uint64_t now_ns);
   bool ExportTurn(ExportedArea& e, uint64_t now_ns);
-  bool Collect(ExportedArea& e);
+  // Consumes the export logs and pins the newest version: when the writer
+  // published since the last collect, or when nothing holds the collected
+  // version (`source_lost`) and a host needs a transfer of it.
+  bool Collect(ExportedArea& e, uint64_t now_ns);
   // Where frames of the collected version are read from: its pinned reader
   // buffer, or the shadow once Unpin copied it there.
   const uint8_t* FrameSource(const ExportedArea& e) const;

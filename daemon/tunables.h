@@ -53,11 +53,6 @@ inline constexpr uint64_t kExportWaitNs = 50'000'000;
 inline constexpr uint64_t kLossMemoryNs = 10'000'000'000;
 inline constexpr uint32_t kLossMemoryTransfers = 16;
 
-// A replica's next buffer is caught up between versions only if it missed at
-// most 1/this of the area's lines; more, and the next version likely rewrites
-// most of them anyway.
-inline constexpr size_t kCatchUpMaxShare = 4;
-
 // DATA claiming a version this far beyond the writer host's advertised latest is
 // dropped (directory listings lag by at most kDirectoryIntervalNs; no writer
 // publishes a million versions in that time).

@@ -14,7 +14,7 @@
 namespace dsm {
 
 inline constexpr uint64_t kControlMagic = 0x4d53442d4c54434eULL;  // "NCTL-DSM"
-inline constexpr uint32_t kLayoutVersion = 8;
+inline constexpr uint32_t kLayoutVersion = 9;
 inline constexpr uint32_t kNoBuffer = 0xff;
 // A reader's pin word: the buffer it maps (low byte) and the one it is moving to
 // (second byte); kNoBuffer in a byte pins nothing.
@@ -95,6 +95,9 @@ struct alignas(64) AreaControl {
   alignas(64) std::atomic<uint64_t> publishes;
   std::atomic<uint64_t> publishes_deferred;
   std::atomic<uint64_t> bytes_published;
+  // Of those, copied into a spare buffer after a publish, ahead of its next
+  // version (VersionPublisher::CatchUp), off the path to the readers.
+  std::atomic<uint64_t> bytes_caught_up;
   std::atomic<uint64_t> publish_ns_total;
   std::atomic<uint64_t> publish_ns_max;
   // Page tracking (dsm_alloc_opts.tracking): set by the writer after mapping.

@@ -100,20 +100,39 @@ int WriterArea::Publish(uint64_t now_ns) {
                 "stay logged for the next publish", control_->name);
   }
   const auto* src = reinterpret_cast<const uint8_t*>(control_->addr);
-  // The whole publish is inside the export critical section (export_seq odd):
-  // once dsmd sees it even, every version logged is also complete, and a publish
-  // that began before dsmd enabled export has finished (docs/region-layout.md).
-  ExportGuard guard(*control_);
-  const bool exporting = export_logs_ && control_->export_enabled.load();
-  const size_t bytes = publisher_.Publish(log_, static_cast<uint32_t>(target), src,
-                                          buffers_[target], exporting ? &changed_ : nullptr);
-  version_ = UnpackLatest(control_->latest.load()).version + 1;
-  if (exporting) {
-    ExportChanges(*control_, export_logs_, changed_, version_);
-    changed_.Clear();
+  {
+    // The whole publish is inside the export critical section (export_seq odd):
+    // once dsmd sees it even, every version logged is also complete, and a
+    // publish that began before dsmd enabled export has finished
+    // (docs/region-layout.md).
+    ExportGuard guard(*control_);
+    const bool exporting = export_logs_ && control_->export_enabled.load();
+    const size_t bytes = publisher_.Publish(log_, static_cast<uint32_t>(target), src,
+                                            buffers_[target], exporting ? &changed_ : nullptr);
+    version_ = UnpackLatest(control_->latest.load()).version + 1;
+    if (exporting) {
+      ExportChanges(*control_, export_logs_, changed_, version_);
+      changed_.Clear();
+    }
+    CompletePublish(*control_, static_cast<uint32_t>(target), version_, now_ns, bytes);
   }
-  CompletePublish(*control_, static_cast<uint32_t>(target), version_, now_ns, bytes);
+  CatchUpNextTarget(static_cast<uint32_t>(target));
   return DSM_OK;
+}
+
+void WriterArea::CatchUpNextTarget(uint32_t latest) {
+  // A reader pins only the latest buffer (PinLatest re-checks `latest`), so a
+  // spare found unpinned now that `latest` has moved stays unpinned until we
+  // publish into it. Copying what it missed now, after the version became
+  // visible, rather than in the next publish, takes that copy (with 2 buffers
+  // and sparse changes, half of each publish's) off the path from a publish to
+  // its readers and to dsmd, which ships it meanwhile.
+  const int next = PickTargetBuffer(control_->buffer_count, latest, PinnedBuffers(*control_));
+  if (next < 0 || !publisher_.CatchUpWorthwhile(static_cast<uint32_t>(next))) return;
+  const size_t bytes =
+      publisher_.CatchUp(static_cast<uint32_t>(next), buffers_[latest], buffers_[next]);
+  control_->bytes_published.fetch_add(bytes, std::memory_order_relaxed);
+  control_->bytes_caught_up.fetch_add(bytes, std::memory_order_relaxed);
 }
 
 }  // namespace dsm

@@ -44,6 +44,9 @@ class WriterArea {
   WriterArea(AreaControl* control, uint32_t index);
   // Turns the pages written since the last call into logged lines.
   void LogWrittenLines();
+  // Brings the buffer the next version will likely go to up to `latest`'s
+  // version, if no reader holds it and it missed little (CatchUpWorthwhile).
+  void CatchUpNextTarget(uint32_t latest);
 
   AreaControl* control_;
   uint32_t index_;

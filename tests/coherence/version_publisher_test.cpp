@@ -241,6 +241,23 @@ TEST(VersionPublisherTest, CatchUpAheadOfAVersionLeavesNothingForItsPublish) {
   EXPECT_EQ(CollectRuns(r.pub.pending(1)), (Runs{{64, 1}}));
 }
 
+TEST(VersionPublisherTest, CatchingUpAheadIsWorthwhileOnlyForABufferThatMissedAQuarterOrLess) {
+  // 256 lines. A version rewriting most of the area would overwrite most of
+  // an early catch-up: that copy is left to the publish.
+  const size_t area = 256 * kLineBytes;
+  std::vector<uint8_t> writer(area, 0), buffer(area, 0);
+  VersionPublisher pub(area, 2);
+  ChangeLog dirty(area);
+  EXPECT_TRUE(pub.CatchUpWorthwhile(1)) << "nothing missed: trivially cheap";
+  dirty.MarkBytes(0, 64 * kLineBytes);  // a quarter of the lines, into buffer 0
+  pub.Publish(dirty, 0, writer.data(), buffer.data());
+  EXPECT_TRUE(pub.CatchUpWorthwhile(1));
+  EXPECT_TRUE(pub.CatchUpWorthwhile(0)) << "the target itself missed nothing";
+  dirty.MarkBytes(64 * kLineBytes, kLineBytes);  // one line more
+  pub.Publish(dirty, 0, writer.data(), buffer.data());
+  EXPECT_FALSE(pub.CatchUpWorthwhile(1));
+}
+
 TEST(VersionPublisherTest, EmptyPublishStillCatchesTheTargetUp) {
   const size_t area = 4096;
   std::vector<uint8_t> writer(area, 0);

@@ -68,6 +68,16 @@ void RunThreeHosts(const std::vector<std::string>& dsmd_args, const WorkloadOpti
   if (shadowing == Shadowing::kNeeded) {
     EXPECT_GT(given_back, 0u) << "the writer never needed a buffer dsmd was shipping from";
   }
+  // With a pause between versions the hosts acknowledge each one before the
+  // next: dsmd then lets go of its buffer and the writer catches it up ahead
+  // of the next publish.
+  if (o.pause_us > 0) {
+    uint64_t caught_up = 0;
+    for (const auto& a : c1["areas"]) {
+      if (a["name"] == "mh/area") caught_up = a["bytes_caught_up"].get<uint64_t>();
+    }
+    EXPECT_GT(caught_up, 0u) << "dsmd held every version's buffer until the next one";
+  }
 }
 
 TEST(Replication, ThreeHostsSeeCompleteVersionsAndEndEqual) {
