@@ -167,7 +167,7 @@ void RemoteSync::YieldPin(ExportedArea& e, uint64_t now_ns) {
   // for them: keep the version in the shadow. (Without resends, a lossy
   // network never completes a large transfer: each retry is the union of more
   // versions, so more frames, so more likely to lose one.)
-  if (e.in_send || LossRecent(e, now_ns)) {
+  if (e.in_send || e.loss.Recent(now_ns)) {
     Unpin(e);
     return;
   }
@@ -223,7 +223,7 @@ bool RemoteSync::ContinueSend(ExportedArea& e, uint64_t now_ns) {
     e.sender->Sent(e.sending, now_ns);
     stats_.changed_bytes_out += e.sending.lines->CountLines() * kLineBytes;
     ++stats_.transfers_sent;
-    ++e.transfers_since_nack;
+    e.loss.OnTransferSent();
     const uint32_t id = e.sending.transfer_id;
     e.sent[id] = {std::move(e.sending), std::move(e.plan)};
   }
@@ -275,7 +275,7 @@ bool RemoteSync::ExportTurn(ExportedArea& e, uint64_t now_ns) {
       // Receivers lost frames lately: resends are likely, and the writer will
       // want the buffer before they are done. Copy the version aside now, as
       // it is collected, rather than while the writer waits for the buffer.
-      if (LossRecent(e, now_ns)) Unpin(e);
+      if (e.loss.Recent(now_ns)) Unpin(e);
       worked = true;
     }
     if (!e.source_lost && e.sender->NextTransfer(now_ns, rto, &e.sending)) {
@@ -319,10 +319,7 @@ void RemoteSync::OnAck(const wire::Frame& f, uint16_t host, uint64_t now_ns) {
   }
   // Frames a receiver misses of a transfer of the shadow's current version.
   const size_t ranges = f.body.size() / sizeof(wire::SeqRange);
-  if (ranges > 0) {
-    e.last_nack_ns = now_ns;
-    e.transfers_since_nack = 0;
-  }
+  if (ranges > 0) e.loss.OnLoss(now_ns);
   auto sent = e.sent.find(f.header.transfer_id);
   if (ranges == 0) return;
   if (sent == e.sent.end() || f.header.base_version != sent->second.first.version) {

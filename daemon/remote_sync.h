@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "coherence/loss_memory.h"
 #include "coherence/membership.h"
 #include "coherence/replica_receiver.h"
 #include "coherence/replica_sender.h"
@@ -77,8 +78,7 @@ class RemoteSync {
     // The pin was yielded to the writer before the shadow had the version:
     // no transfer of it can be framed any more; the next collect starts over.
     bool source_lost = false;
-    uint64_t last_nack_ns = 0;  // a receiver last reported missing frames
-    uint32_t transfers_since_nack = 0;
+    LossMemory loss{kLossMemoryNs, kLossMemoryTransfers};  // receivers reported missing frames
     bool collected_once = false;
     std::unique_ptr<LineSet> pending;  // consumed from the export logs, not yet shipped
     uint64_t consumed_version = 0;     // newest version whose lines were consumed
@@ -158,11 +158,6 @@ class RemoteSync {
   // Drops the pin without a copy: no transfer of the collected version can be
   // framed or resent until the next collect.
   void DropPin(ExportedArea& e);
-  // Whether a receiver reported missing frames of `e` lately.
-  static bool LossRecent(const ExportedArea& e, uint64_t now_ns) {
-    return e.last_nack_ns != 0 && now_ns - e.last_nack_ns < kLossMemoryNs &&
-           e.transfers_since_nack < kLossMemoryTransfers;
-  }
   // Whether `e`'s area is still the one exported (not freed, slot not reused).
   bool ExportLive(const ExportedArea& e) const;
   bool ContinueSend(ExportedArea& e, uint64_t now_ns);

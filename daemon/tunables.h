@@ -46,10 +46,9 @@ inline constexpr uint32_t kSpinTurnsBeforeSleep = 16;
 inline constexpr uint64_t kExportWaitNs = 50'000'000;
 
 // A receiver that reported missing frames this recently, and fewer than
-// kLossMemoryTransfers transfers ago, may do so again: a version whose buffer
-// the writer needs is then copied into the shadow, so its frames can still be
-// resent. The count ends it early where one burst lost frames (a whole-area
-// transfer overflowing a receive ring) and the deltas after it arrive whole.
+// kLossMemoryTransfers transfers ago, may do so again (LossMemory): a version
+// whose buffer the writer needs is then copied into the shadow, so its frames
+// can still be resent.
 inline constexpr uint64_t kLossMemoryNs = 10'000'000'000;
 inline constexpr uint32_t kLossMemoryTransfers = 16;
 
