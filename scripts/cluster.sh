@@ -366,6 +366,14 @@ build_switch() {
   ip -n "$sw" link add "$BRIDGE" address 02:00:c6:12:80:00 type bridge \
     stp_state 0 forward_delay 0 mcast_snooping 0
   ns_sysctl "$sw" "net.ipv6.conf.$BRIDGE.disable_ipv6" 1
+  # A switch, not a firewall: where br_netfilter is built in (these sysctls
+  # default to 1 and are per namespace), every bridged frame would also take
+  # the IP netfilter path (a route lookup and an skb extension each, in the
+  # sender's context on veth). Only this namespace's settings change.
+  local k
+  for k in iptables ip6tables arptables; do
+    ns_sysctl "$sw" "net.bridge.bridge-nf-call-$k" 0
+  done
   ip -n "$sw" link set "$BRIDGE" mtu "$MTU" up
 }
 
