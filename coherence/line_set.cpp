@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "coherence/line_copy.h"
+
 namespace dsm {
 
 LineSet::LineSet(size_t area_bytes)
@@ -71,7 +73,7 @@ uint64_t LineBytesToMask(const uint8_t* line_bytes) {
 size_t CopyPageLines(size_t page, uint64_t mask, const uint8_t* src, uint8_t* dst) {
   const size_t base = page * kLinesPerPage * kLineBytes;
   if (mask == ~uint64_t{0}) {
-    std::memcpy(dst + base, src + base, kLinesPerPage * kLineBytes);
+    CopyLines(dst + base, src + base, kLinesPerPage * kLineBytes);
     return kLinesPerPage * kLineBytes;
   }
   size_t copied = 0;
@@ -80,11 +82,7 @@ size_t CopyPageLines(size_t page, uint64_t mask, const uint8_t* src, uint8_t* ds
     const uint64_t shifted = mask >> start;
     const unsigned len = static_cast<unsigned>(__builtin_ctzll(~shifted));  // shifted != ~0 here
     const size_t off = base + size_t{start} * kLineBytes;
-    if (len == 1) {
-      std::memcpy(dst + off, src + off, kLineBytes);  // constant size: inlined
-    } else {
-      std::memcpy(dst + off, src + off, size_t{len} * kLineBytes);
-    }
+    CopyLines(dst + off, src + off, size_t{len} * kLineBytes);
     copied += size_t{len} * kLineBytes;
     mask &= ~(((uint64_t{1} << len) - 1) << start);
   }

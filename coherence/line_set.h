@@ -69,7 +69,8 @@ class LineSet {
 uint64_t LineBytesToMask(const uint8_t* line_bytes);
 
 // Copies the lines of `mask` in page `page` from src to dst (area-relative
-// pointers); runs are copied with one memcpy each. Returns bytes copied.
+// pointers) with CopyLines (line_copy.h: long runs with streaming stores, so
+// StoreFence() before others may read them). Returns bytes copied.
 size_t CopyPageLines(size_t page, uint64_t mask, const uint8_t* src, uint8_t* dst);
 
 template <typename Fn>

@@ -2,6 +2,8 @@
 
 #include <cstring>
 
+#include "coherence/line_copy.h"
+
 namespace dsm {
 
 using wire::DropReason;
@@ -78,7 +80,8 @@ ReplicaReceiver::Result ReplicaReceiver::OnData(const wire::Frame& frame, uint64
   for (size_t i = 0; i < frame.runs.size(); ++i) {
     const wire::Run run = frame.runs[i];
     const size_t bytes = size_t{run.line_count} * kLineBytes;
-    std::memcpy(staging_ + size_t{run.first_line} * kLineBytes, data, bytes);
+    // Streaming stores: the version's publish fences them (PublishInPlace).
+    CopyLines(staging_ + size_t{run.first_line} * kLineBytes, data, bytes);
     data += bytes;
     changed_.AddLines(run.first_line, run.line_count);
   }

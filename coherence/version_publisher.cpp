@@ -1,5 +1,7 @@
 #include "coherence/version_publisher.h"
 
+#include "coherence/line_copy.h"
+
 namespace dsm {
 
 int PickTargetBuffer(uint32_t buffer_count, uint32_t latest, uint32_t pinned_mask) {
@@ -40,6 +42,7 @@ size_t VersionPublisher::PublishInPlace(const LineSet& written, uint32_t target,
     copied += CopyPageLines(page, mask & ~written.mask(page), latest, dst);
   });
   todo.Clear();
+  StoreFence();  // the streaming copies, and the caller's lines in `written`
   for (uint32_t b = 0; b < pending_.size(); ++b) {
     if (b != target) pending_[b].Merge(written);
   }
@@ -56,6 +59,7 @@ size_t VersionPublisher::CopyPending(uint32_t target, const uint8_t* src, uint8_
   size_t copied = 0;
   todo.ForEachPage([&](size_t page, uint64_t mask) { copied += CopyPageLines(page, mask, src, dst); });
   todo.Clear();
+  StoreFence();
   return copied;
 }
 

@@ -59,7 +59,9 @@ class VersionPublisher {
   // lacks besides those from `latest` (the latest version's buffer; area
   // memory, rounded up to whole lines) into `dst`, then does Publish's
   // bookkeeping. Lines in `written` must hold the new version's content
-  // (ReplicaReceiver: lines of an abandoned transfer do). Returns the bytes copied.
+  // (ReplicaReceiver: lines of an abandoned transfer do). Ends with a
+  // StoreFence(), covering streaming stores the caller made into `dst` too.
+  // Returns the bytes copied.
   size_t PublishInPlace(const LineSet& written, uint32_t target, const uint8_t* latest,
                         uint8_t* dst);
 

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <thread>
 
+#include "coherence/line_copy.h"
 #include "daemon/remote_sync.h"
 #include "daemon/tunables.h"
 #include "libdsm/clock.h"
@@ -194,6 +195,7 @@ void RemoteSync::Unpin(ExportedArea& e) {
   e.shadow_stale->ForEachPage([&](size_t page, uint64_t mask) {
     CopyPageLines(page, mask, buffer, e.shadow.data());
   });
+  StoreFence();
   e.shadow_stale->Clear();
   SetPin(a, e.reader_slot, kNoBuffer);
   e.pinned = -1;
