@@ -107,8 +107,15 @@ bool RemoteSync::Collect(ExportedArea& e, uint64_t now_ns) {
       if (MonotonicNs() >= deadline) return false;  // what we consumed waits in `pending`
       std::this_thread::yield();
     }
+    // The writer is done with the old log (it ORs only into the current one,
+    // and its publish that began before the flip has ended): plain loads, and
+    // a store only where a page has lines (most do not at small fractions).
     for (uint64_t page = 0; page < a.export_pages; ++page) {
-      e.pending->AddMask(page, logs[old * a.export_pages + page].exchange(0, std::memory_order_relaxed));
+      std::atomic<uint64_t>& word = logs[old * a.export_pages + page];
+      const uint64_t mask = word.load(std::memory_order_relaxed);
+      if (mask == 0) continue;
+      word.store(0, std::memory_order_relaxed);
+      e.pending->AddMask(page, mask);
     }
     e.consumed_version = std::max(e.consumed_version, a.export_version[old].load());
     if (!PinLatest(a, e.reader_slot, held, &pinned)) return false;
@@ -128,7 +135,8 @@ bool RemoteSync::Collect(ExportedArea& e, uint64_t now_ns) {
   a.spare_wanted.store(0);
   e.pinned = static_cast<int>(pinned.buffer);
   e.pinned_version = pinned.version;
-  e.shadow_stale->Merge(*e.pending);
+  // (Until a first copy creates the shadow, it lacks every line already.)
+  if (!e.shadow.empty()) e.shadow_stale->Merge(*e.pending);
   e.sender->Collected(pinned.version, *e.pending);
   e.pending->Clear();
   e.collected_once = true;

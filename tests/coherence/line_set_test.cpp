@@ -299,6 +299,34 @@ TEST(LineSetTest, ForEachRunIsInAddressOrderWhateverTheInsertionOrder) {
   EXPECT_EQ(CollectRuns(set), (Runs{{0, 2}, {128, 1}, {645, 3}, {1023, 1}}));
 }
 
+TEST(LineSetTest, RunsAreTheSameWhetherFewOrManyPagesAreListed) {
+  // ForEachRun sorts the list of pages when few are listed and scans every
+  // page when many are: both must give the model's runs, also for pages
+  // listed and then emptied.
+  std::mt19937_64 rng(21);
+  const size_t pages = 512;
+  for (size_t listed : {size_t{1}, size_t{7}, size_t{31}, size_t{32}, size_t{33}, size_t{200},
+                        pages}) {
+    SCOPED_TRACE(testing::Message() << listed << " pages listed");
+    LineSet set(pages * 4096);
+    std::vector<bool> model(set.lines());
+    std::vector<size_t> order(pages);
+    for (size_t i = 0; i < pages; ++i) order[i] = i;
+    std::shuffle(order.begin(), order.end(), rng);
+    for (size_t i = 0; i < listed; ++i) {
+      const size_t page = order[i];
+      const uint64_t mask = i % 5 == 0 ? ~uint64_t{0} : rng() | 1;
+      set.AddMask(page, mask);
+      for (size_t b = 0; b < 64; ++b) model[page * 64 + b] = (mask >> b) & 1;
+    }
+    if (listed > 2) {  // one listed page emptied again
+      set.ClearPage(order[1]);
+      for (size_t b = 0; b < 64; ++b) model[order[1] * 64 + b] = false;
+    }
+    EXPECT_EQ(CollectRuns(set), ModelRuns(model));
+  }
+}
+
 TEST(LineSetTest, RunsJoinAcrossPageBoundariesEvenWhenPagesWereAddedOutOfOrder) {
   LineSet set(8 * 4096);
   set.AddMask(3, 1);                    // line 192
