@@ -17,14 +17,6 @@ bool ReplicaReceiver::SetTarget(uint8_t* staging) {
   return true;
 }
 
-void ReplicaReceiver::Reset() {
-  has_base_ = false;
-  complete_ = 0;
-  max_applied_ = 0;
-  assembling_ = false;
-  received_count_ = 0;
-}
-
 ReplicaReceiver::Result ReplicaReceiver::OnData(const wire::Frame& frame, uint64_t now_ns) {
   Result r;
   const wire::Header& h = frame.header;

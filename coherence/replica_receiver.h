@@ -53,8 +53,6 @@ class ReplicaReceiver {
   size_t MissingRanges(wire::SeqRange* out, size_t max) const;
   uint64_t last_frame_ns() const { return last_frame_ns_; }
 
-  // Forgets everything (the writer host restarted): the next transfer must be full.
-  void Reset();
   // Versions above this are refused (kStaleVersion): what the writer's host
   // advertises plus a margin, so one forged frame cannot pin the replica.
   void set_version_limit(uint64_t limit) { version_limit_ = limit; }

@@ -506,29 +506,5 @@ TEST_F(ReplicaReceiverTest, AFrameCountThatChangesWithinATransferIsABadLayout) {
   EXPECT_EQ(Missing(rx_).size(), 1u);
 }
 
-TEST_F(ReplicaReceiverTest, ResetForgetsTheBase) {
-  const Bytes v5 = RandomContent(15);
-  Establish(v5, 5, 1);
-  // An incomplete transfer is forgotten too.
-  const Bytes v6 = Changed(v5, Lines({1, 2}), 16);
-  const Frames d = MakeFrames(Lines({1, 2}), v6, 6, 5, false, 2, sizeof(wire::Header) + 8 + 64);
-  EXPECT_EQ(rx_.OnData(d[0], 0).drop, DropReason::kNone);
-  ASSERT_TRUE(rx_.assembling());
-
-  rx_.Reset();
-  EXPECT_FALSE(rx_.has_base());
-  EXPECT_EQ(rx_.complete_version(), 0u);
-  EXPECT_FALSE(rx_.assembling());
-  EXPECT_TRUE(Missing(rx_).empty());
-  auto r = rx_.OnData(d[1], 0);
-  EXPECT_EQ(r.drop, DropReason::kStaleVersion) << "a delta needs a base";
-  EXPECT_TRUE(r.ack_now);
-  // The restarted writer counts from scratch: a full version 2 applies.
-  const Bytes fresh = RandomContent(17);
-  ApplyAll(MakeFrames(All(), fresh, 2, 0, true, 1));
-  EXPECT_EQ(rx_.complete_version(), 2u);
-  EXPECT_TRUE(StagingEquals(fresh));
-}
-
 }  // namespace
 }  // namespace dsm
