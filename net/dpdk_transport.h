@@ -34,6 +34,7 @@ class DpdkTransport final : public Transport {
   uint8_t* Reserve(Destination dest) override;
   void Commit(size_t payload_bytes) override;
   size_t Flush() override;
+  size_t tx_backlog() const override { return tx_queue_.size(); }
   size_t Poll(size_t max, const RxFn& fn) override;
   void WaitForFrames(uint32_t timeout_us) override;
   TransportStats stats() const override { return stats_; }

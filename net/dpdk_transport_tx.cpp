@@ -54,14 +54,20 @@ void DpdkTransport::Commit(size_t payload_bytes) {
   }
   m->data_len = static_cast<uint16_t>(bytes);
   m->pkt_len = static_cast<uint32_t>(bytes);
-  tx_queue_.push_back(m);
   if (tx_queue_.size() >= kMaxQueuedTxFrames) Flush();
+  if (tx_queue_.size() >= kMaxTxBacklogFrames) {
+    rte_pktmbuf_free(m);  // the device has taken nothing for a long while
+    ++stats_.tx_dropped;
+    return;
+  }
+  tx_queue_.push_back(m);
 }
 
 size_t DpdkTransport::Flush() {
   size_t sent = 0;
   size_t i = 0;
-  while (i < tx_queue_.size()) {
+  bool refused = false;
+  while (i < tx_queue_.size() && !refused) {
     uint16_t n = static_cast<uint16_t>(std::min<size_t>(kTxBurstFrames, tx_queue_.size() - i));
     if (pacer_.enabled()) {
       uint16_t conforming = 0;
@@ -74,20 +80,24 @@ size_t DpdkTransport::Flush() {
       }
       n = conforming;
     }
-    sent += SendBurst(&tx_queue_[i], n);
-    i += n;
+    const size_t done = SendBurst(&tx_queue_[i], n);
+    sent += done;
+    i += done;
+    refused = done < n;
   }
-  tx_queue_.clear();
+  // What the device refused waits, in order, for the next Flush.
+  tx_queue_.erase(tx_queue_.begin(), tx_queue_.begin() + static_cast<std::ptrdiff_t>(i));
   return sent;
 }
 
 size_t DpdkTransport::SendBurst(rte_mbuf** frames, uint16_t n) {
   uint64_t bytes = 0;  // read before the device may free the mbufs
-  for (uint16_t j = 0; j < n; ++j) bytes += frames[j]->pkt_len;
   uint16_t done = 0;
   uint32_t idle = 0;
   while (done < n) {
+    for (uint16_t j = done; j < n; ++j) bytes += frames[j]->pkt_len;
     const uint16_t k = port_->TxBurst(frames + done, static_cast<uint16_t>(n - done));
+    for (uint16_t j = static_cast<uint16_t>(done + k); j < n; ++j) bytes -= frames[j]->pkt_len;
     done = static_cast<uint16_t>(done + k);
     if (k != 0) {
       idle = 0;
@@ -97,13 +107,8 @@ size_t DpdkTransport::SendBurst(rte_mbuf** frames, uint16_t n) {
       rte_delay_us_block(kTxRetryPauseUs);
     }
   }
-  for (uint16_t j = done; j < n; ++j) {
-    bytes -= frames[j]->pkt_len;
-    rte_pktmbuf_free(frames[j]);
-  }
   stats_.tx_frames += done;
   stats_.tx_bytes += bytes;
-  stats_.tx_dropped += n - done;
   return done;
 }
 

@@ -30,6 +30,7 @@ class FaultInjector final : public Transport {
   uint8_t* Reserve(Destination dest) override;
   void Commit(size_t payload_bytes) override;
   size_t Flush() override { return inner_->Flush(); }
+  size_t tx_backlog() const override { return inner_->tx_backlog(); }
   size_t Poll(size_t max, const RxFn& fn) override { return inner_->Poll(max, fn); }
   void WaitForFrames(uint32_t timeout_us) override { inner_->WaitForFrames(timeout_us); }
   TransportStats stats() const override;

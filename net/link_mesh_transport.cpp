@@ -69,6 +69,13 @@ class LinkMeshTransport final : public Transport {
     return sent;
   }
 
+  // The fullest link's: a frame for all of them waits for the slowest.
+  size_t tx_backlog() const override {
+    size_t most = 0;
+    for (const Port& p : ports_) most = std::max(most, p.transport->tx_backlog());
+    return most;
+  }
+
   size_t Poll(size_t max, const RxFn& fn) override {
     // Round robin from a moving start, so no link starves the others.
     size_t delivered = 0;

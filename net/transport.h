@@ -114,8 +114,13 @@ class Transport {
   // unknown peer or longer than max_payload_bytes() is dropped (tx_dropped).
   virtual void Commit(size_t payload_bytes) = 0;
   // Sends everything queued (respecting the pacing rate: when paced it waits
-  // until the last frame may go). Returns frames sent.
+  // until the last frame may go). Returns frames sent. Frames the device
+  // refuses (its ring full until the peer drains it) stay queued for the
+  // next Flush rather than being dropped, up to kMaxTxBacklogFrames.
   virtual size_t Flush() = 0;
+  // Frames committed and not yet taken by the device. A sender with more to
+  // say should wait while this is high, as it would for a slow link.
+  virtual size_t tx_backlog() const { return 0; }
 
   // Delivers up to `max` received frames: fn(udp_payload, source_host_id).
   // The payload is valid only during the call. Returns frames delivered.

@@ -20,6 +20,11 @@ inline constexpr uint32_t kTxRetryPauseUs = 2;
 
 // Frames queued by Commit beyond this are flushed without waiting for Flush.
 inline constexpr size_t kMaxQueuedTxFrames = 512;
+// Frames a full device ring leaves queued are kept, up to this many; beyond
+// it Commit drops (tx_dropped). Before, the refused frames of a burst were
+// dropped after kTxMaxIdleRetries, and the receivers asked for them again:
+// 6,600-20,000 resent frames per 8 s run on memif at f = 100%.
+inline constexpr size_t kMaxTxBacklogFrames = 4 * kMaxQueuedTxFrames;
 
 // The pacer lets this many bits go back to back before it spaces frames
 // (token bucket depth), and counts this many bytes of Ethernet overhead per
