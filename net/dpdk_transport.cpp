@@ -62,11 +62,13 @@ DpdkTransport::DpdkTransport(const PortConfig& config, std::unique_ptr<DpdkPort>
                              HostTable hosts)
     : udp_port_(config.udp_port),
       max_payload_bytes_(config.mtu_bytes - kIpv4HeaderBytes - kUdpHeaderBytes),
+      tx_stall_tsc_(uint64_t{config.tx_stall_us} * rte_get_tsc_hz() / 1'000'000),
       port_(std::move(port)),
       hosts_(std::move(hosts)),
       pacer_(config.pace_bits_per_sec, rte_get_tsc_hz(), kPacerBurstBits,
              [] { return rte_get_tsc_cycles(); }) {
-  tx_queue_.reserve(kMaxQueuedTxFrames);
+  tx_queue_.reserve(kMaxTxBacklogFrames);
+  tx_progress_tsc_ = rte_get_tsc_cycles();
 }
 
 DpdkTransport::~DpdkTransport() {

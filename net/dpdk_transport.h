@@ -55,6 +55,7 @@ class DpdkTransport final : public Transport {
 
   const uint16_t udp_port_;
   const size_t max_payload_bytes_;
+  const uint64_t tx_stall_tsc_;
   std::unique_ptr<DpdkPort> port_;
   HostTable hosts_;
   Pacer pacer_;
@@ -63,6 +64,7 @@ class DpdkTransport final : public Transport {
   rte_mbuf* reserved_ = nullptr;  // between Reserve and Commit
   Destination reserved_dest_;
   std::vector<rte_mbuf*> tx_queue_;  // committed, not yet flushed
+  uint64_t tx_progress_tsc_ = 0;     // when the device last took a frame (or had none to take)
   uint16_t next_ip_id_ = 0;
 
   // Frames received while arming RX interrupts, delivered by the next Poll.

@@ -85,6 +85,15 @@ size_t DpdkTransport::Flush() {
     i += done;
     refused = done < n;
   }
+  const uint64_t now = rte_get_tsc_cycles();
+  if (!refused || sent > 0) tx_progress_tsc_ = now;
+  if (refused && now - tx_progress_tsc_ > tx_stall_tsc_) {
+    // Nobody drains the device: waiting longer would only hold up the frames
+    // for the others. Drop what waits, as a lossy link would.
+    for (size_t j = i; j < tx_queue_.size(); ++j) rte_pktmbuf_free(tx_queue_[j]);
+    stats_.tx_dropped += tx_queue_.size() - i;
+    i = tx_queue_.size();
+  }
   // What the device refused waits, in order, for the next Flush.
   tx_queue_.erase(tx_queue_.begin(), tx_queue_.begin() + static_cast<std::ptrdiff_t>(i));
   return sent;

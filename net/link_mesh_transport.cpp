@@ -69,11 +69,13 @@ class LinkMeshTransport final : public Transport {
     return sent;
   }
 
-  // The fullest link's: a frame for all of them waits for the slowest.
+  // The emptiest link's: a link whose peer is slow or gone (multicast copies
+  // go to every link, whatever the membership) must not hold up the others;
+  // its own backlog is bounded (kMaxTxBacklogFrames, PortConfig::tx_stall_us).
   size_t tx_backlog() const override {
-    size_t most = 0;
-    for (const Port& p : ports_) most = std::max(most, p.transport->tx_backlog());
-    return most;
+    size_t least = SIZE_MAX;
+    for (const Port& p : ports_) least = std::min(least, p.transport->tx_backlog());
+    return ports_.empty() ? 0 : least;
   }
 
   size_t Poll(size_t max, const RxFn& fn) override {

@@ -54,6 +54,10 @@ struct PortConfig {
   uint32_t tx_ring = 1024;
   uint32_t mbufs = 16383;
   uint64_t pace_bits_per_sec = 0;  // 0: unpaced
+  // A device that has taken no frame for this long is not being drained (a
+  // peer gone, a link down): the frames waiting for it are dropped
+  // (tx_dropped) rather than held, so a sender does not wait on it forever.
+  uint32_t tx_stall_us = 5000;
   std::vector<Peer> peers;         // every other host; frames from others are dropped
   std::vector<uint16_t> groups;    // multicast groups to accept
   // Ports this process opens in all (a link mesh opens one per peer): DPDK's
@@ -116,7 +120,8 @@ class Transport {
   // Sends everything queued (respecting the pacing rate: when paced it waits
   // until the last frame may go). Returns frames sent. Frames the device
   // refuses (its ring full until the peer drains it) stay queued for the
-  // next Flush rather than being dropped, up to kMaxTxBacklogFrames.
+  // next Flush rather than being dropped, up to kMaxTxBacklogFrames, and as
+  // long as the device takes some frame every PortConfig::tx_stall_us.
   virtual size_t Flush() = 0;
   // Frames committed and not yet taken by the device. A sender with more to
   // say should wait while this is high, as it would for a slow link.

@@ -168,7 +168,9 @@ TEST(DpdkRingTest, AFullDeviceKeepsFramesQueuedInOrderInsteadOfDroppingThem) {
   // Nobody drains the loopback ring while we send: it fills, and what it
   // refuses waits in the transport. Once we receive, later Flushes send the
   // rest, in order, none lost.
-  auto t = Open(Config("net_ring0", kHostA, kMacA, kIpA));
+  PortConfig c = Config("net_ring0", kHostA, kMacA, kIpA);
+  c.tx_stall_us = 60'000'000;  // however slow this machine is, never a stall here
+  auto t = Open(c);
   ASSERT_NE(t, nullptr);
   constexpr uint32_t kFrames = 1500;  // more than the ring holds, fewer than the backlog limit
   uint32_t seq = 0;
@@ -203,6 +205,35 @@ TEST(DpdkRingTest, AFullDeviceKeepsFramesQueuedInOrderInsteadOfDroppingThem) {
   EXPECT_EQ(t->tx_backlog(), 0u);
   EXPECT_EQ(t->stats().tx_frames, kFrames);
   EXPECT_EQ(t->stats().tx_dropped, 0u);
+}
+
+TEST(DpdkRingTest, ADeviceNobodyDrainsHasItsBacklogDroppedAfterTheStallTime) {
+  // A peer that is gone never drains its ring: after tx_stall_us without the
+  // device taking a frame, what waits is dropped and counted, as on a lossy link.
+  PortConfig c = Config("net_ring0", kHostA, kMacA, kIpA);
+  c.tx_stall_us = 1000;
+  auto t = Open(c);
+  ASSERT_NE(t, nullptr);
+  uint32_t seq = 0;
+  for (int round = 0; round < 20 && t->tx_backlog() == 0; ++round) {
+    for (int i = 0; i < 100; ++i, ++seq) {
+      uint8_t* p = t->Reserve(Destination::Host(kHostA));
+      ASSERT_NE(p, nullptr);
+      Fill(p, 200, seq);
+      t->Commit(200);
+    }
+    t->Flush();
+  }
+  ASSERT_GT(t->tx_backlog(), 0u) << "the ring never filled";
+  std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  t->Flush();
+  EXPECT_EQ(t->tx_backlog(), 0u);
+  const uint64_t dropped = t->stats().tx_dropped;
+  EXPECT_GT(dropped, 0u);
+  // What the ring took arrives, in order; the dropped frames never do.
+  const Received r = Receive(*t, seq, std::chrono::milliseconds(500));
+  EXPECT_EQ(r.seqs.size() + dropped, seq);
+  ExpectInOrder(r, 0, static_cast<uint32_t>(r.seqs.size()), kHostA);
 }
 
 TEST(DpdkRingTest, CallerMistakesAreCountedNotSent) {
