@@ -57,7 +57,7 @@ struct PortConfig {
   // A device that has taken no frame for this long is not being drained (a
   // peer gone, a link down): the frames waiting for it are dropped
   // (tx_dropped) rather than held, so a sender does not wait on it forever.
-  uint32_t tx_stall_us = 5000;
+  uint32_t tx_stall_us = 50000;  // 5 ms dropped frames of live, busy memif peers
   std::vector<Peer> peers;         // every other host; frames from others are dropped
   std::vector<uint16_t> groups;    // multicast groups to accept
   // Ports this process opens in all (a link mesh opens one per peer): DPDK's
