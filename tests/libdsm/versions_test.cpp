@@ -113,16 +113,27 @@ int Reader(Board* board, int id) {
   return 0;
 }
 
-TEST(Versions, ReadersSeeOnlyCompleteVersionsInOrder) {
-  DsmdProcess daemon({"--region-size", "256M"});
+// Runs `writer()` and `reader(i)` for each of the kReaders in child processes
+// against `daemon`; once the readers exited, `between()` runs (the writer is
+// still up), then the writer is reaped. Each child must exit 0.
+template <typename WriterFn, typename ReaderFn, typename BetweenFn>
+void RunWriterAndReaders(const DsmdProcess& daemon, WriterFn writer, ReaderFn reader,
+                         BetweenFn between) {
   ASSERT_TRUE(daemon.ok());
   daemon.ExportSocket();
-  Shared<Board> board;
-  const pid_t writer = Spawn([&] { return Writer(&*board); });
+  const pid_t w = Spawn(writer);
   pid_t readers[kReaders];
-  for (int i = 0; i < kReaders; ++i) readers[i] = Spawn([&, i] { return Reader(&*board, i); });
+  for (int i = 0; i < kReaders; ++i) readers[i] = Spawn([&, i] { return reader(i); });
   for (pid_t r : readers) EXPECT_EQ(Reap(r, 90000), 0);
-  EXPECT_EQ(Reap(writer, 90000), 0);
+  between();
+  EXPECT_EQ(Reap(w, 90000), 0);
+}
+
+TEST(Versions, ReadersSeeOnlyCompleteVersionsInOrder) {
+  DsmdProcess daemon({"--region-size", "256M"});
+  Shared<Board> board;
+  RunWriterAndReaders(
+      daemon, [&] { return Writer(&*board); }, [&](int i) { return Reader(&*board, i); }, [] {});
 
   EXPECT_EQ(board->writer_version, kVersions);
   for (const ReaderReport& r : board->readers) {
@@ -219,22 +230,20 @@ int SparseReader(SparseBoard* b, int id, uint32_t hold_us) {
 
 TEST(Versions, SparseVersionsStayWholeWhileSparesCatchUpAhead) {
   DsmdProcess daemon({"--region-size", "64M"});
-  ASSERT_TRUE(daemon.ok());
-  daemon.ExportSocket();
   Shared<SparseBoard> board;
-  const pid_t writer = Spawn([&] { return SparseWriter(&*board); });
-  pid_t readers[kReaders];
-  for (int i = 0; i < kReaders; ++i) {
-    readers[i] = Spawn([&, i] { return SparseReader(&*board, i, i == 0 ? 0 : 700); });
-  }
-  for (pid_t r : readers) EXPECT_EQ(Reap(r, 90000), 0);
-  const char* dsmctl = std::getenv("DSM_DSMCTL");
-  const auto status = nlohmann::json::parse(
-      testing::Capture(std::string(dsmctl ? dsmctl : "dsmctl") + " --socket " +
-                       daemon.socket_path() + " --json areas 2>/dev/null"),
-      nullptr, false);
-  board->writer_may_exit = true;
-  EXPECT_EQ(Reap(writer, 90000), 0);
+  nlohmann::json status;
+  RunWriterAndReaders(
+      daemon, [&] { return SparseWriter(&*board); },
+      [&](int i) { return SparseReader(&*board, i, i == 0 ? 0 : 700); },
+      [&] {
+        // The daemon's counters of the area while its writer is still up.
+        const char* dsmctl = std::getenv("DSM_DSMCTL");
+        status = nlohmann::json::parse(
+            testing::Capture(std::string(dsmctl ? dsmctl : "dsmctl") + " --socket " +
+                             daemon.socket_path() + " --json areas 2>/dev/null"),
+            nullptr, false);
+        board->writer_may_exit = true;
+      });
 
   for (const SparseReport& r : board->readers) {
     EXPECT_EQ(r.mismatched, 0u) << "a reader saw a version other than the writer's";

@@ -103,9 +103,10 @@ struct Received {
   std::vector<uint16_t> sources;
 };
 
-// Polls until `count` frames arrived or `timeout` passed.
+// Polls until `count` frames arrived or `timeout` passed; with `flush`, also
+// flushes between polls (frames a full device kept queued go out as it drains).
 Received Receive(Transport& t, size_t count,
-                 std::chrono::milliseconds timeout = std::chrono::seconds(5)) {
+                 std::chrono::milliseconds timeout = std::chrono::seconds(5), bool flush = false) {
   Received r;
   const auto deadline = Clock::now() + timeout;
   while (r.seqs.size() + r.bad < count && Clock::now() < deadline) {
@@ -118,6 +119,7 @@ Received Receive(Transport& t, size_t count,
         ++r.bad;
       }
     });
+    if (flush) t.Flush();
     if (n == 0) t.WaitForFrames(50);
   }
   return r;
@@ -187,20 +189,7 @@ TEST(DpdkRingTest, AFullDeviceKeepsFramesQueuedInOrderInsteadOfDroppingThem) {
   }
   EXPECT_GT(most_queued, 0u) << "the ring never filled: the test sends too little";
   EXPECT_EQ(t->stats().tx_dropped, 0u);
-  Received r;
-  const auto deadline = Clock::now() + std::chrono::seconds(10);
-  while (r.seqs.size() + r.bad < kFrames && Clock::now() < deadline) {
-    t->Poll(64, [&](std::span<const uint8_t> payload, uint16_t source) {
-      uint32_t s = 0;
-      if (Check(payload, &s)) {
-        r.seqs.push_back(s);
-        r.sources.push_back(source);
-      } else {
-        ++r.bad;
-      }
-    });
-    t->Flush();
-  }
+  const Received r = Receive(*t, kFrames, std::chrono::seconds(10), /*flush=*/true);
   ExpectInOrder(r, 0, kFrames, kHostA);
   EXPECT_EQ(t->tx_backlog(), 0u);
   EXPECT_EQ(t->stats().tx_frames, kFrames);
