@@ -211,6 +211,10 @@ void RemoteSync::Unpin(ExportedArea& e) {
 }
 
 bool RemoteSync::ContinueSend(ExportedArea& e, uint64_t now_ns) {
+  // The device has not taken what we gave it last turn (a ring full until the
+  // peer drains it): wait for it rather than queue more. Still work: the
+  // loop keeps turning (and flushing) without sleeping.
+  if (transport_->tx_backlog() >= kSendBurstFrames) return true;
   wire::Header h = MakeHeader(wire::FrameType::kData);
   h.area_index = e.index;
   h.area_generation = e.generation;
@@ -222,10 +226,6 @@ bool RemoteSync::ContinueSend(ExportedArea& e, uint64_t now_ns) {
   h.dest_host = group ? wire::kAllHosts : e.sending.hosts.front();
   const net::Destination dest =
       group ? net::Destination::Group(kClusterGroup) : net::Destination::Host(e.sending.hosts.front());
-  // The device has not taken what we gave it last turn (a ring full until the
-  // peer drains it): wait for it rather than queue more. Still work: the
-  // loop keeps turning (and flushing) without sleeping.
-  if (transport_->tx_backlog() >= kSendBurstFrames) return true;
   wire::DataFrameWriter writer(transport_->max_payload_bytes(), h);
   TransportSink sink{transport_.get(), dest, &stats_};
   const uint32_t todo = std::min(kSendBurstFrames, e.frame_count - e.next_seq);

@@ -56,7 +56,7 @@ void DpdkTransport::Commit(size_t payload_bytes) {
   m->pkt_len = static_cast<uint32_t>(bytes);
   if (tx_queue_.size() >= kMaxQueuedTxFrames) Flush();
   if (tx_queue_.size() >= kMaxTxBacklogFrames) {
-    rte_pktmbuf_free(m);  // the device has taken nothing for a long while
+    rte_pktmbuf_free(m);  // kMaxTxBacklogFrames already wait for the device
     ++stats_.tx_dropped;
     return;
   }
