@@ -21,13 +21,15 @@ constexpr size_t kPayloadBytesOffset = offsetof(Header, payload_bytes);
 
 // XXH3-64 over the header with its checksum field zero, then the payload: the
 // same value as a one-shot hash over the sealed frame, without copying it.
-uint64_t FrameChecksum(const Header& header, std::span<const uint8_t> payload) {
+uint64_t FrameChecksum(const Header& header, std::span<const uint8_t> payload,
+                       std::span<const uint8_t> tail = {}) {
   Header zeroed = header;
   zeroed.checksum = 0;
   XXH3_state_t state;
   XXH3_64bits_reset(&state);
   XXH3_64bits_update(&state, &zeroed, kHeaderBytes);
   XXH3_64bits_update(&state, payload.data(), payload.size());
+  if (!tail.empty()) XXH3_64bits_update(&state, tail.data(), tail.size());
   return XXH3_64bits_digest(&state);
 }
 
@@ -148,11 +150,12 @@ DropReason Decode(std::span<const uint8_t> bytes, Frame* out) {
   return r;
 }
 
-void Seal(uint8_t* frame, uint32_t payload_bytes) {
-  std::memcpy(frame + kPayloadBytesOffset, &payload_bytes, sizeof(payload_bytes));
+void Seal(uint8_t* frame, uint32_t payload_bytes, std::span<const uint8_t> tail) {
+  const auto total = static_cast<uint32_t>(payload_bytes + tail.size());
+  std::memcpy(frame + kPayloadBytesOffset, &total, sizeof(total));
   Header h;
   std::memcpy(&h, frame, kHeaderBytes);
-  const uint64_t sum = FrameChecksum(h, {frame + kHeaderBytes, payload_bytes});
+  const uint64_t sum = FrameChecksum(h, {frame + kHeaderBytes, payload_bytes}, tail);
   std::memcpy(frame + kChecksumOffset, &sum, sizeof(sum));
 }
 
@@ -179,13 +182,18 @@ uint32_t DataFrameWriter::CountFrames(const LineSet& lines) const {
   return frames;
 }
 
-size_t DataFrameWriter::FillFrame(uint8_t* frame, std::span<const Run> runs, const uint8_t* content,
-                                  uint32_t seq, uint32_t frame_count) const {
+void DataFrameWriter::WriteHeader(uint8_t* frame, uint16_t run_count, uint32_t seq,
+                                  uint32_t frame_count) const {
   Header h = header_;
-  h.run_count = static_cast<uint16_t>(runs.size());
+  h.run_count = run_count;
   h.seq = seq;
   h.frame_count = frame_count;
   std::memcpy(frame, &h, kHeaderBytes);
+}
+
+size_t DataFrameWriter::FillFrame(uint8_t* frame, std::span<const Run> runs, const uint8_t* content,
+                                  uint32_t seq, uint32_t frame_count) const {
+  WriteHeader(frame, static_cast<uint16_t>(runs.size()), seq, frame_count);
   uint8_t* at = frame + kHeaderBytes;
   std::memcpy(at, runs.data(), runs.size_bytes());
   at += runs.size_bytes();
@@ -197,6 +205,14 @@ size_t DataFrameWriter::FillFrame(uint8_t* frame, std::span<const Run> runs, con
   const size_t payload_bytes = static_cast<size_t>(at - frame) - kHeaderBytes;
   Seal(frame, static_cast<uint32_t>(payload_bytes));
   return kHeaderBytes + payload_bytes;
+}
+
+size_t DataFrameWriter::FillHead(uint8_t* frame, const Run& run, std::span<const uint8_t> tail,
+                                 uint32_t seq, uint32_t frame_count) const {
+  WriteHeader(frame, 1, seq, frame_count);
+  std::memcpy(frame + kHeaderBytes, &run, sizeof(Run));
+  Seal(frame, sizeof(Run), tail);
+  return kHeaderBytes + sizeof(Run);
 }
 
 }  // namespace dsm::wire

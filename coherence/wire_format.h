@@ -181,8 +181,17 @@ struct Frame {
 DropReason Decode(std::span<const uint8_t> bytes, Frame* out);
 
 // Fills in payload_bytes and checksum of a frame whose header and payload are
-// already written at `frame` (header first), `payload_bytes` long.
-void Seal(uint8_t* frame, uint32_t payload_bytes);
+// already written at `frame` (header first), `payload_bytes` long, and whose
+// payload goes on with `tail` when one is given (sent from where it is).
+void Seal(uint8_t* frame, uint32_t payload_bytes, std::span<const uint8_t> tail = {});
+
+// A sink that can send a frame's last bytes from where they are instead of
+// copying them into the frame: sink.CommitWithTail(frame_bytes, tail) hands
+// over the `frame_bytes` written at what Reserve returned, followed by `tail`.
+template <typename Sink>
+concept TailSink = requires(Sink& sink, size_t bytes, std::span<const uint8_t> tail) {
+  sink.CommitWithTail(bytes, tail);
+};
 
 // Splits the marked lines of `lines` into DATA frames of at most
 // `max_frame_bytes` (header included), carrying content from `content`
@@ -225,7 +234,8 @@ class DataFrameWriter {
                         uint32_t count, Sink& sink) const;
 
   // Writes each frame through `sink`: sink.Reserve(max_frame_bytes) returns a
-  // buffer, sink.Commit(bytes) hands over the finished frame. Returns frames
+  // buffer, sink.Commit(bytes) hands over the finished frame. A TailSink gets
+  // the lines of a frame with one run as its tail, uncopied. Returns frames
   // written. If Reserve returns nullptr, writing stops there (frames seq 0..n-1
   // were written; WriteRange can send the rest later).
   template <typename Sink>
@@ -243,9 +253,15 @@ class DataFrameWriter {
   // Calls fn(runs) for each frame in seq order, with the runs it carries.
   template <typename Fn>
   void PackFrames(const LineSet& lines, Fn&& fn) const;
+  // The header of frame `seq`, unsealed.
+  void WriteHeader(uint8_t* frame, uint16_t run_count, uint32_t seq, uint32_t frame_count) const;
   // Writes one sealed frame at `frame`; returns its size.
   size_t FillFrame(uint8_t* frame, std::span<const Run> runs, const uint8_t* content, uint32_t seq,
                    uint32_t frame_count) const;
+  // Writes the header and the one run of a frame whose lines are `tail`
+  // (sealed over both); returns the bytes written at `frame`.
+  size_t FillHead(uint8_t* frame, const Run& run, std::span<const uint8_t> tail, uint32_t seq,
+                  uint32_t frame_count) const;
 
   size_t max_frame_bytes_;
   Header header_;

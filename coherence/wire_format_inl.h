@@ -60,8 +60,18 @@ uint32_t DataFrameWriter::WritePlanned(const Plan& plan, const uint8_t* content,
     if (frame == nullptr) break;
     const auto runs = std::span<const Run>(plan.runs).subspan(
         plan.frame_start[seq], plan.frame_start[seq + 1] - plan.frame_start[seq]);
-    sink.Commit(FillFrame(frame, runs, content, static_cast<uint32_t>(seq), frame_count));
     ++written;
+    if constexpr (TailSink<Sink>) {
+      if (runs.size() == 1) {
+        // One run: its lines are one stretch of `content`, sent from there.
+        const std::span<const uint8_t> tail(content + size_t{runs[0].first_line} * kLineBytes,
+                                            size_t{runs[0].line_count} * kLineBytes);
+        sink.CommitWithTail(FillHead(frame, runs[0], tail, static_cast<uint32_t>(seq), frame_count),
+                            tail);
+        continue;
+      }
+    }
+    sink.Commit(FillFrame(frame, runs, content, static_cast<uint32_t>(seq), frame_count));
   }
   return written;
 }

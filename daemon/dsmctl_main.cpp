@@ -186,6 +186,7 @@ json Counters(const Daemon& d) {
           {"tx_frames", c.tx_frames},
           {"tx_bytes", c.tx_bytes},
           {"tx_dropped", c.tx_dropped},
+          {"tx_tail_frames", c.tx_tail_frames},
           {"rx_frames", c.rx_frames},
           {"rx_bytes", c.rx_bytes},
           {"rx_dropped_malformed", c.rx_dropped_malformed},

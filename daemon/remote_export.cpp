@@ -15,16 +15,24 @@ namespace dsm {
 
 namespace {
 
-// Hands DataFrameWriter's frames to the transport, counting them.
+// Hands DataFrameWriter's frames to the transport, counting them; a frame's
+// lines in one stretch go as a tail read in place where the transport can.
 struct TransportSink {
   net::Transport* transport;
   net::Destination dest;
   RemoteCounters* stats;
-  uint8_t* Reserve(size_t) { return transport->Reserve(dest); }
+  net::TailHold* tails;
+  uint8_t* reserved = nullptr;
+  uint8_t* Reserve(size_t) { return reserved = transport->Reserve(dest); }
   void Commit(size_t bytes) {
     transport->Commit(bytes);
     ++stats->data_frames_out;
     stats->data_bytes_out += bytes;
+  }
+  void CommitWithTail(size_t bytes, std::span<const uint8_t> tail) {
+    transport->CommitWithTail(reserved, bytes, tail, tails);
+    ++stats->data_frames_out;
+    stats->data_bytes_out += bytes + tail.size();
   }
 };
 
@@ -64,6 +72,7 @@ void RemoteSync::OnSubscribe(const wire::Frame& f, uint16_t host, uint64_t now_n
     e.pending = std::make_unique<LineSet>(a.size);
     e.shadow_stale = std::make_unique<LineSet>(a.size);
     e.shadow_stale->AddAll();  // the shadow does not exist yet
+    e.tails = transport_->NewTailHold();
     a.export_enabled.store(1);  // from now on the writer logs each version's lines
     exports_.erase(index);
     it = exports_.emplace(index, std::move(e)).first;
@@ -84,6 +93,7 @@ bool RemoteSync::Collect(ExportedArea& e, uint64_t now_ns) {
   // again, even if the writer has not published since, once a host needs it.
   const bool repin = e.source_lost && e.sender->AnyDue(now_ns, CollectHoldNs(e));
   if (e.collected_once && latest <= e.sender->version() && !repin) return false;
+  if (TailsInUse(e)) return false;  // the pin (and the shadow) stay as they are
   auto* logs = reinterpret_cast<std::atomic<uint64_t>*>(backing_ + a.export_offset);
   if (!e.collected_once) e.pending->AddAll();  // the first copy: everything
   // Consume the export log the writer is not using (flip, then wait for the
@@ -154,6 +164,12 @@ void RemoteSync::ReleasePins() {
 const uint8_t* RemoteSync::FrameSource(const ExportedArea& e) const {
   if (e.pinned < 0) return e.shadow.data();
   return backing_ + segment_->areas[e.index].buffer_offset[e.pinned];
+}
+
+bool RemoteSync::TailsInUse(ExportedArea& e) {
+  if (e.tails == nullptr || e.tails->frames_in_use() == 0) return false;
+  transport_->Flush();
+  return e.tails->frames_in_use() != 0;
 }
 
 bool RemoteSync::ExportLive(const ExportedArea& e) const {
@@ -227,7 +243,7 @@ bool RemoteSync::ContinueSend(ExportedArea& e, uint64_t now_ns) {
   const net::Destination dest =
       group ? net::Destination::Group(kClusterGroup) : net::Destination::Host(e.sending.hosts.front());
   wire::DataFrameWriter writer(transport_->max_payload_bytes(), h);
-  TransportSink sink{transport_.get(), dest, &stats_};
+  TransportSink sink{transport_.get(), dest, &stats_, FrameTails(e)};
   const uint32_t todo = std::min(kSendBurstFrames, e.frame_count - e.next_seq);
   const uint32_t sent = writer.WritePlanned(e.plan, FrameSource(e), e.next_seq, todo, sink);
   e.next_seq += sent;
@@ -259,18 +275,19 @@ bool RemoteSync::ExportTurn(ExportedArea& e, uint64_t now_ns) {
   bool worked = false;
   // The writer's publish found no buffer because of our pin: let it go at once.
   AreaControl& a = segment_->areas[e.index];
-  if (a.spare_wanted.exchange(0) != 0 && e.pinned >= 0 &&
-      UnpackLatest(a.latest.load()).buffer != static_cast<uint32_t>(e.pinned)) {
+  // (Not while the device still reads frames from it: the request stays.)
+  if (a.spare_wanted.load() != 0 && !TailsInUse(e) && a.spare_wanted.exchange(0) != 0 &&
+      e.pinned >= 0 && UnpackLatest(a.latest.load()).buffer != static_cast<uint32_t>(e.pinned)) {
     YieldPin(e, now_ns);
     worked = true;
   }
-  if (e.sender->subscribers() == 0 && e.pinned >= 0) {
+  if (e.sender->subscribers() == 0 && e.pinned >= 0 && !TailsInUse(e)) {
     // Nobody to ship to: hold nothing (a new subscriber's transfer collects anew).
     e.in_send = false;
     DropPin(e);
   }
   if (e.pinned >= 0 && !e.in_send && e.sender->subscribers() > 0 &&
-      e.sender->MinAcked() >= e.pinned_version) {
+      e.sender->MinAcked() >= e.pinned_version && !TailsInUse(e)) {
     // Every host holds the version: no frame of it will be read again. Let the
     // writer have its buffer (to publish into, or to catch up ahead of its
     // next publish) without waiting for our next collect.
@@ -353,7 +370,7 @@ void RemoteSync::OnAck(const wire::Frame& f, uint16_t host, uint64_t now_ns) {
   h.transfer_id = t.transfer_id;
   h.dest_host = host;
   wire::DataFrameWriter writer(transport_->max_payload_bytes(), h);
-  TransportSink sink{transport_.get(), net::Destination::Host(host), &stats_};
+  TransportSink sink{transport_.get(), net::Destination::Host(host), &stats_, FrameTails(e)};
   for (size_t i = 0; i < ranges; ++i) {
     wire::SeqRange r;
     std::memcpy(&r, f.body.data() + i * sizeof(r), sizeof(r));

@@ -70,6 +70,7 @@ void RemoteSync::PublishTransportCounters() {
   stats_.tx_frames = t.tx_frames;
   stats_.tx_bytes = t.tx_bytes;
   stats_.tx_dropped = t.tx_dropped;
+  stats_.tx_tail_frames = t.tx_tail_frames;
   stats_.rx_frames = t.rx_frames;
   stats_.rx_bytes = t.rx_bytes;
   stats_.rx_dropped_malformed = t.rx_dropped_malformed;

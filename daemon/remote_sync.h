@@ -73,6 +73,10 @@ class RemoteSync {
     // pin dropped. `shadow_stale`: lines where the shadow differs from the version.
     int pinned = -1;
     uint64_t pinned_version = 0;
+    // Frames sent with their lines read in place from the pinned buffer (no
+    // copy into the frame; nullptr where the device cannot): the pin stays
+    // until the device is done with them (TailsInUse).
+    std::unique_ptr<net::TailHold> tails;
     std::vector<uint8_t> shadow;
     std::unique_ptr<LineSet> shadow_stale;
     // The pin was yielded to the writer before the shadow had the version:
@@ -146,6 +150,14 @@ class RemoteSync {
   // Where frames of the collected version are read from: its pinned reader
   // buffer, or the shadow once Unpin copied it there.
   const uint8_t* FrameSource(const ExportedArea& e) const;
+  // The hold for frames read from FrameSource: only a pinned buffer is sent
+  // from in place (the shadow is copied into frames, as it may be freed).
+  net::TailHold* FrameTails(const ExportedArea& e) const {
+    return e.pinned >= 0 ? e.tails.get() : nullptr;
+  }
+  // Whether frames still read from the pinned buffer after a flush: the pin
+  // must not move (nor the writer get the buffer) until they are sent.
+  bool TailsInUse(ExportedArea& e);
   // Whether the writer's last publish found no free buffer while we pin one
   // that is not the latest.
   bool WriterWantsPinned(const ExportedArea& e) const;

@@ -14,7 +14,7 @@
 namespace dsm {
 
 inline constexpr uint64_t kControlMagic = 0x4d53442d4c54434eULL;  // "NCTL-DSM"
-inline constexpr uint32_t kLayoutVersion = 9;
+inline constexpr uint32_t kLayoutVersion = 10;
 inline constexpr uint32_t kNoBuffer = 0xff;
 // A reader's pin word: the buffer it maps (low byte) and the one it is moving to
 // (second byte); kNoBuffer in a byte pins nothing.
@@ -150,6 +150,8 @@ struct RemoteCounters {
   uint64_t pins_yielded;  // versions whose buffer the writer needed once all frames
                           // were out: given back uncopied (missing frames then come
                           // with the next version, not as resends)
+  uint64_t tx_tail_frames;  // frames whose lines the device read in place from the
+                            // pinned buffer (not copied into the frame first)
 };
 
 // What dsmd knows of each host of the cluster.

@@ -195,6 +195,15 @@ bool DpdkPort::Configure(const DeviceSpec& spec, const PortConfig& config, std::
              std::to_string(config.mtu_bytes);
     return false;
   }
+  // Frames in two pieces (headers, then a tail attached from the sender's
+  // memory): only devices that copy a frame out while it is sent, so the tail
+  // is read once, at once, and by the CPU. net_ring hands the mbufs on whole
+  // (the receiver would get the chain) and a NIC would DMA from memory DPDK
+  // has not mapped for it.
+  const bool copies_on_send = spec.kind == DeviceKind::kAfPacket || spec.kind == DeviceKind::kMemif ||
+                              spec.kind == DeviceKind::kTap || spec.kind == DeviceKind::kPcap;
+  const bool tails = copies_on_send && (info.tx_offload_capa & RTE_ETH_TX_OFFLOAD_MULTI_SEGS) != 0;
+  if (tails) conf.txmode.offloads |= RTE_ETH_TX_OFFLOAD_MULTI_SEGS;
   // RX interrupts where the device may have them (22.11's af_packet, memif,
   // ring, pcap and null have none); a device that refuses the request at
   // configure time is configured again without.
@@ -230,6 +239,14 @@ bool DpdkPort::Configure(const DeviceSpec& spec, const PortConfig& config, std::
     return false;
   }
   frame_room_bytes_ = spec.rx_data_room_bytes - RTE_PKTMBUF_HEADROOM;
+  if (tails) {
+    // One per frame waiting for the device at most: the backlog and the ring.
+    const uint32_t n = static_cast<uint32_t>(kMaxTxBacklogFrames) + tx_desc + kTxBurstFrames;
+    tail_pool_ = rte_pktmbuf_pool_create(("dsm_tail_" + std::to_string(port_)).c_str(), n,
+                                         std::min<uint32_t>(kMempoolCacheObjects, n * 2 / 3), 0, 0,
+                                         socket);
+    // Without it frames carry copies of their tails, as before: not an error.
+  }
 
   rc = rte_eth_rx_queue_setup(port_, 0, rx_desc, static_cast<unsigned>(socket), nullptr, pool_);
   if (rc != 0) {
@@ -393,6 +410,7 @@ DpdkPort::~DpdkPort() {
     ports_in_use.erase(port_);
   }
   if (pool_ != nullptr) rte_mempool_free(pool_);
+  if (tail_pool_ != nullptr) rte_mempool_free(tail_pool_);
 }
 
 }  // namespace dsm::net

@@ -27,6 +27,10 @@ class DpdkPort {
 
   uint16_t id() const { return port_; }
   rte_mempool* pool() const { return pool_; }
+  // Buffer-less mbufs for frame tails attached from the caller's memory
+  // (rte_pktmbuf_attach_extbuf); nullptr where the port does not take
+  // two-segment frames (see Configure).
+  rte_mempool* tail_pool() const { return tail_pool_; }
   const MacAddr& mac() const { return mac_; }
   // Room for one frame in a pool mbuf (data room minus headroom).
   uint32_t frame_room_bytes() const { return frame_room_bytes_; }
@@ -60,6 +64,7 @@ class DpdkPort {
   bool started_ = false;
   DeviceKind kind_ = DeviceKind::kOtherVdev;
   rte_mempool* pool_ = nullptr;
+  rte_mempool* tail_pool_ = nullptr;
   MacAddr mac_{};
   uint32_t frame_room_bytes_ = 0;
   int epoll_fd_ = -1;

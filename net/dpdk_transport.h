@@ -4,7 +4,9 @@
 //
 // Frames are built in place: Reserve hands out the payload area of an mbuf,
 // kFrameHeaderBytes after its data start, and Commit writes the headers in
-// front of it, so a payload is never copied on the way out.
+// front of it, so a payload is never copied on the way out. A long tail the
+// caller offers by reference (CommitWithTail) is attached as a second,
+// external segment, on devices that copy frames out as they send them.
 #ifndef DSM_NET_DPDK_TRANSPORT_H_
 #define DSM_NET_DPDK_TRANSPORT_H_
 
@@ -33,6 +35,9 @@ class DpdkTransport final : public Transport {
   size_t max_payload_bytes() const override { return max_payload_bytes_; }
   uint8_t* Reserve(Destination dest) override;
   void Commit(size_t payload_bytes) override;
+  std::unique_ptr<TailHold> NewTailHold() override;
+  void CommitWithTail(uint8_t* reserved, size_t head_bytes, std::span<const uint8_t> tail,
+                      TailHold* hold) override;
   size_t Flush() override;
   size_t tx_backlog() const override { return tx_queue_.size(); }
   size_t Poll(size_t max, const RxFn& fn) override;
@@ -48,6 +53,9 @@ class DpdkTransport final : public Transport {
   DpdkTransport(const PortConfig& config, std::unique_ptr<DpdkPort> port, HostTable hosts);
 
   // TX (dpdk_transport_tx.cpp)
+  // Commits the reserved mbuf with `payload_bytes` of payload, the last
+  // tail->data_len of them in `tail` (chained after it) if given.
+  void CommitFrame(size_t payload_bytes, rte_mbuf* tail);
   size_t SendBurst(rte_mbuf** frames, uint16_t n);
   void WaitForPacer(uint64_t bits);
   // RX (dpdk_transport_rx.cpp)

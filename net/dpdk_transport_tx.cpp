@@ -6,12 +6,35 @@
 
 #include <algorithm>
 #include <cstring>
+#include <memory>
 
 #include "net/dpdk_transport.h"
 #include "net/udp_framing.h"
 
 namespace dsm::net {
 namespace {
+
+// The shared info of attached tails: DPDK counts the mbufs attached to it in
+// its refcnt, plus one for the hold itself. Whichever lets go last frees it.
+class DpdkTailHold final : public TailHold {
+ public:
+  // The refcnt is 16 bits wide.
+  static constexpr size_t kMaxFrames = UINT16_MAX - 1;
+
+  DpdkTailHold() : info_(new rte_mbuf_ext_shared_info{}) {
+    info_->free_cb = [](void*, void* opaque) { delete static_cast<rte_mbuf_ext_shared_info*>(opaque); };
+    info_->fcb_opaque = info_;
+    rte_mbuf_ext_refcnt_set(info_, 1);
+  }
+  ~DpdkTailHold() override {
+    if (rte_mbuf_ext_refcnt_update(info_, -1) == 0) delete info_;
+  }
+  size_t frames_in_use() const override { return rte_mbuf_ext_refcnt_read(info_) - 1u; }
+  rte_mbuf_ext_shared_info* info() { return info_; }
+
+ private:
+  rte_mbuf_ext_shared_info* info_;
+};
 
 uint64_t WireBits(const rte_mbuf* m) {
   return (uint64_t{m->pkt_len} + kWireOverheadBytesPerFrame) * 8;
@@ -32,7 +55,39 @@ uint8_t* DpdkTransport::Reserve(Destination dest) {
   return rte_pktmbuf_mtod(reserved_, uint8_t*) + kFrameHeaderBytes;
 }
 
-void DpdkTransport::Commit(size_t payload_bytes) {
+void DpdkTransport::Commit(size_t payload_bytes) { CommitFrame(payload_bytes, nullptr); }
+
+std::unique_ptr<TailHold> DpdkTransport::NewTailHold() {
+  if (port_->tail_pool() == nullptr) return nullptr;
+  return std::make_unique<DpdkTailHold>();
+}
+
+void DpdkTransport::CommitWithTail(uint8_t* reserved, size_t head_bytes,
+                                   std::span<const uint8_t> tail, TailHold* hold) {
+  auto* dpdk_hold = dynamic_cast<DpdkTailHold*>(hold);
+  rte_mbuf* t = nullptr;
+  if (dpdk_hold != nullptr && reserved_ != nullptr && port_->tail_pool() != nullptr &&
+      tail.size() >= kMinTailBytes && tail.size() <= max_payload_bytes_ &&
+      dpdk_hold->frames_in_use() < DpdkTailHold::kMaxFrames) {
+    t = rte_pktmbuf_alloc(port_->tail_pool());
+  }
+  if (t == nullptr) {
+    Transport::CommitWithTail(reserved, head_bytes, tail, hold);  // a copy, as any frame
+    return;
+  }
+  // The device reads the tail where it is; the hold counts the frame until
+  // the device frees its mbuf (for the devices we attach to: as it sends it).
+  auto* addr = const_cast<uint8_t*>(tail.data());
+  rte_pktmbuf_attach_extbuf(t, addr, static_cast<rte_iova_t>(reinterpret_cast<uintptr_t>(addr)),
+                            static_cast<uint16_t>(tail.size()), dpdk_hold->info());
+  rte_mbuf_ext_refcnt_update(dpdk_hold->info(), 1);
+  ++stats_.tx_tail_frames;
+  t->data_len = static_cast<uint16_t>(tail.size());
+  t->pkt_len = t->data_len;
+  CommitFrame(head_bytes + tail.size(), t);
+}
+
+void DpdkTransport::CommitFrame(size_t payload_bytes, rte_mbuf* tail) {
   rte_mbuf* m = reserved_;
   if (m == nullptr) return;  // nothing reserved (Reserve failed and counted it)
   reserved_ = nullptr;
@@ -40,6 +95,7 @@ void DpdkTransport::Commit(size_t payload_bytes) {
   if (!to || payload_bytes > max_payload_bytes_) {
     // An unknown peer or an oversized payload is the caller's bug; never send it.
     rte_pktmbuf_free(m);
+    if (tail != nullptr) rte_pktmbuf_free(tail);
     ++stats_.tx_dropped;
     return;
   }
@@ -49,11 +105,16 @@ void DpdkTransport::Commit(size_t payload_bytes) {
                     payload_bytes);
   size_t bytes = kFrameHeaderBytes + payload_bytes;
   if (bytes < kMinFrameBytes) {
-    std::memset(frame + bytes, 0, kMinFrameBytes - bytes);
+    std::memset(frame + bytes, 0, kMinFrameBytes - bytes);  // (never with a tail: >= kMinTailBytes)
     bytes = kMinFrameBytes;
   }
-  m->data_len = static_cast<uint16_t>(bytes);
+  const size_t tail_bytes = tail != nullptr ? tail->data_len : 0;
+  m->data_len = static_cast<uint16_t>(bytes - tail_bytes);
   m->pkt_len = static_cast<uint32_t>(bytes);
+  if (tail != nullptr) {
+    m->next = tail;
+    m->nb_segs = 2;
+  }
   if (tx_queue_.size() >= kMaxQueuedTxFrames) Flush();
   if (tx_queue_.size() >= kMaxTxBacklogFrames) {
     rte_pktmbuf_free(m);  // kMaxTxBacklogFrames already wait for the device

@@ -63,6 +63,24 @@ class LinkMeshTransport final : public Transport {
     reserved_ = nullptr;
   }
 
+  // Every link is a DPDK port of this process: one hold serves them all.
+  std::unique_ptr<TailHold> NewTailHold() override { return ports_.front().transport->NewTailHold(); }
+
+  void CommitWithTail(uint8_t* reserved, size_t head_bytes, std::span<const uint8_t> tail,
+                      TailHold* hold) override {
+    if (reserved_ == nullptr) return;
+    if (reserved_dest_.multicast) {
+      for (size_t i = 1; i < ports_.size(); ++i) {
+        uint8_t* copy = ports_[i].transport->Reserve(reserved_dest_);
+        if (copy == nullptr) continue;  // counted by that link
+        std::memcpy(copy, reserved_payload_, std::min(head_bytes, max_payload_bytes()));
+        ports_[i].transport->CommitWithTail(copy, head_bytes, tail, hold);
+      }
+    }
+    reserved_->CommitWithTail(reserved, head_bytes, tail, hold);
+    reserved_ = nullptr;
+  }
+
   size_t Flush() override {
     size_t sent = 0;
     for (Port& p : ports_) sent += p.transport->Flush();

@@ -6,9 +6,11 @@
 #ifndef DSM_NET_TRANSPORT_H_
 #define DSM_NET_TRANSPORT_H_
 
+#include <algorithm>
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <memory>
 #include <span>
@@ -75,6 +77,7 @@ struct TransportStats {
   uint64_t tx_frames = 0;
   uint64_t tx_bytes = 0;    // Ethernet frame bytes (headers, no FCS), as rx_bytes
   uint64_t tx_dropped = 0;  // no buffer, or the device refused it
+  uint64_t tx_tail_frames = 0;  // of tx_frames committed: tails attached, not copied
   uint64_t rx_frames = 0;   // delivered to the caller
   uint64_t rx_bytes = 0;
   uint64_t rx_dropped_malformed = 0;       // not IPv4/UDP, bad IP header, truncated
@@ -90,6 +93,7 @@ struct TransportStats {
     tx_frames += o.tx_frames;
     tx_bytes += o.tx_bytes;
     tx_dropped += o.tx_dropped;
+    tx_tail_frames += o.tx_tail_frames;
     rx_frames += o.rx_frames;
     rx_bytes += o.rx_bytes;
     rx_dropped_malformed += o.rx_dropped_malformed;
@@ -101,6 +105,17 @@ struct TransportStats {
     faults_corrupted += o.faults_corrupted;
     return *this;
   }
+};
+
+// Memory that frames point into instead of carrying a copy of it (see
+// Transport::CommitWithTail). Outlives its frames safely: destroyed while
+// frames still use it, it goes when the last of them is done.
+class TailHold {
+ public:
+  virtual ~TailHold() = default;
+  // Frames queued or in the device that still read from the memory: it must
+  // not change (nor be unmapped) until this is 0.
+  virtual size_t frames_in_use() const = 0;
 };
 
 class Transport {
@@ -117,6 +132,23 @@ class Transport {
   // Queues the reserved frame with `payload_bytes` of payload. A frame to an
   // unknown peer or longer than max_payload_bytes() is dropped (tx_dropped).
   virtual void Commit(size_t payload_bytes) = 0;
+
+  // A hold for frames whose payload ends in memory the caller owns, or nullptr
+  // where such a tail is copied into the frame anyway (a device that cannot
+  // send one frame from two pieces, or one that passes the frame itself on).
+  virtual std::unique_ptr<TailHold> NewTailHold() { return nullptr; }
+  // Commits the reserved frame: `head_bytes` of payload written at `reserved`
+  // (what Reserve returned), then `tail`. With a `hold` from NewTailHold the
+  // frame points at `tail` instead of copying it (the caller leaves that
+  // memory unchanged while hold->frames_in_use() > 0); otherwise, or for a
+  // tail too short to be worth it, it is copied.
+  virtual void CommitWithTail(uint8_t* reserved, size_t head_bytes, std::span<const uint8_t> tail,
+                              TailHold* hold) {
+    (void)hold;
+    const size_t room = max_payload_bytes() - std::min(head_bytes, max_payload_bytes());
+    std::memcpy(reserved + head_bytes, tail.data(), std::min(tail.size(), room));
+    Commit(head_bytes + tail.size());  // oversized: dropped and counted by Commit
+  }
   // Sends everything queued (respecting the pacing rate: when paced it waits
   // until the last frame may go). Returns frames sent. Frames the device
   // refuses (its ring full until the peer drains it) stay queued for the

@@ -26,6 +26,11 @@ inline constexpr size_t kMaxQueuedTxFrames = 512;
 // 6,600-20,000 resent frames per 8 s run on memif at f = 100%.
 inline constexpr size_t kMaxTxBacklogFrames = 4 * kMaxQueuedTxFrames;
 
+// A frame's tail shorter than this is copied into the frame even when the
+// caller offers it by reference (Transport::CommitWithTail): attaching it
+// costs an mbuf and a second segment, which a copy this short does not.
+inline constexpr size_t kMinTailBytes = 1024;
+
 // The pacer lets this many bits go back to back before it spaces frames
 // (token bucket depth), and counts this many bytes of Ethernet overhead per
 // frame (preamble 8 + inter-frame gap 12 + FCS 4) so that a rate means line rate.

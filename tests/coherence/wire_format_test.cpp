@@ -58,6 +58,22 @@ struct VectorSink {
   int fail_after = -1;  // Reserve returns nullptr once this many frames are committed
 };
 
+// A sink that takes tails by reference, as the daemon's does: records where
+// each tail was (it must be the content itself, not a copy) and joins it to
+// its head to give the frame the wire would carry.
+struct TailRecordingSink : VectorSink {
+  void CommitWithTail(size_t bytes, std::span<const uint8_t> tail) {
+    EXPECT_LE(bytes + tail.size(), scratch.size());
+    Bytes frame(scratch.begin(), scratch.begin() + static_cast<std::ptrdiff_t>(bytes));
+    frame.insert(frame.end(), tail.begin(), tail.end());
+    frames.push_back(std::move(frame));
+    tails.push_back(tail);
+  }
+  std::vector<std::span<const uint8_t>> tails;
+};
+static_assert(TailSink<TailRecordingSink>);
+static_assert(!TailSink<VectorSink>);
+
 Header BaseHeader(FrameType type) {
   Header h{};
   h.magic = kMagic;
@@ -696,6 +712,38 @@ TEST(DataFrameWriterTest, RoundTripsRandomLineSetsAtEveryFrameSize) {
           for (uint32_t k = 0; k < expected; ++k) ASSERT_EQ(again.frames[k], sink.frames[from + k]);
         }
       }
+    }
+  }
+}
+
+TEST(DataFrameWriterTest, FramesWithTailsAreTheBytesOfCopiedFramesAndPointIntoTheContent) {
+  std::mt19937_64 rng(0x5eed3003);
+  const size_t area = size_t{1} << 20;
+  Bytes content(area);
+  for (uint8_t& b : content) b = static_cast<uint8_t>(rng());
+  for (int pattern = 0; pattern < kPatterns; ++pattern) {
+    const LineSet lines = MakePattern(area, pattern, rng);
+    for (size_t max : {size_t{200}, size_t{1472}, size_t{8972}}) {
+      SCOPED_TRACE(testing::Message() << "pattern " << pattern << " max " << max);
+      const DataFrameWriter writer(max, WriterHeader());
+      const DataFrameWriter::Plan plan = writer.MakePlan(lines);
+      VectorSink copied;
+      TailRecordingSink tailed;
+      ASSERT_EQ(writer.WritePlanned(plan, content.data(), 0, plan.frames(), copied), plan.frames());
+      ASSERT_EQ(writer.WritePlanned(plan, content.data(), 0, plan.frames(), tailed), plan.frames());
+      ASSERT_EQ(tailed.frames, copied.frames);
+      // Exactly the frames with one run had their lines passed by reference,
+      // each at its own place in the content.
+      size_t one_run_frames = 0;
+      for (uint32_t seq = 0; seq < plan.frames(); ++seq) {
+        if (plan.frame_start[seq + 1] - plan.frame_start[seq] != 1) continue;
+        const wire::Run r = plan.runs[plan.frame_start[seq]];
+        ASSERT_LT(one_run_frames, tailed.tails.size());
+        const std::span<const uint8_t> tail = tailed.tails[one_run_frames++];
+        EXPECT_EQ(tail.data(), content.data() + size_t{r.first_line} * kLineBytes) << seq;
+        EXPECT_EQ(tail.size(), size_t{r.line_count} * kLineBytes) << seq;
+      }
+      EXPECT_EQ(tailed.tails.size(), one_run_frames);
     }
   }
 }

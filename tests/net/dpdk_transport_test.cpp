@@ -97,6 +97,27 @@ size_t Send(Transport& t, Destination to, size_t bytes, uint32_t first, uint32_t
   return sent;
 }
 
+// Frames whose payload is a head written into the frame and a tail left
+// where it is: the payloads are built whole in `source` (one per frame,
+// `bytes` each) and all but their first kHeadBytes are offered by reference.
+constexpr size_t kHeadBytes = 64;
+void SendWithTails(Transport& t, Destination to, std::vector<std::vector<uint8_t>>& source,
+                   size_t bytes, uint32_t first, TailHold* hold) {
+  for (uint32_t i = 0; i < source.size(); ++i) {
+    source[i].resize(bytes);
+    Fill(source[i].data(), bytes, first + i);
+    uint8_t* p = t.Reserve(to);
+    ASSERT_NE(p, nullptr);
+    std::memcpy(p, source[i].data(), kHeadBytes);
+    t.CommitWithTail(p, kHeadBytes, {source[i].data() + kHeadBytes, bytes - kHeadBytes}, hold);
+  }
+}
+
+// Overwrites every source payload: frames that still read from it would fail Check.
+void Scribble(std::vector<std::vector<uint8_t>>& source) {
+  for (auto& s : source) std::fill(s.begin(), s.end(), 0xee);
+}
+
 struct Received {
   std::vector<uint32_t> seqs;
   size_t bad = 0;
@@ -225,6 +246,18 @@ TEST(DpdkRingTest, ADeviceNobodyDrainsHasItsBacklogDroppedAfterTheStallTime) {
   ExpectInOrder(r, 0, static_cast<uint32_t>(r.seqs.size()), kHostA);
 }
 
+TEST(DpdkRingTest, TailsAreCopiedBecauseTheRingHandsMbufsOnWhole) {
+  auto t = Open(Config("net_ring0", kHostA, kMacA, kIpA));
+  ASSERT_NE(t, nullptr);
+  EXPECT_EQ(t->NewTailHold(), nullptr);
+  std::vector<std::vector<uint8_t>> source(50);
+  SendWithTails(*t, Destination::Host(kHostA), source, t->max_payload_bytes(), 0, nullptr);
+  EXPECT_EQ(t->Flush(), 50u);
+  Scribble(source);  // copied at Commit: what was sent does not change
+  ExpectInOrder(Receive(*t, 50), 0, 50, kHostA);
+  EXPECT_EQ(t->stats().tx_tail_frames, 0u);
+}
+
 TEST(DpdkRingTest, CallerMistakesAreCountedNotSent) {
   auto t = Open(Config("net_ring0", kHostA, kMacA, kIpA));
   ASSERT_NE(t, nullptr);
@@ -350,6 +383,18 @@ TEST(DpdkMemifTest, ServerAndClientExchangeJumboFrames) {
     EXPECT_EQ(Send(*a, Destination::Host(kHostB), 8972, done, 500), 500u);
     ExpectInOrder(Receive(*b, 500), done, 500, kHostA);
   }
+  // memif copies frames into its shared ring as it sends them: tails too.
+  std::unique_ptr<TailHold> hold = a->NewTailHold();
+  ASSERT_NE(hold, nullptr);
+  std::vector<std::vector<uint8_t>> source(400);
+  SendWithTails(*a, Destination::Host(kHostB), source, 8972, 10000, hold.get());
+  EXPECT_EQ(a->Flush(), 400u);
+  EXPECT_EQ(hold->frames_in_use(), 0u);
+  Scribble(source);
+  const Received tails = Receive(*b, 400);
+  EXPECT_EQ(hold->frames_in_use(), 0u);
+  ExpectInOrder(tails, 10000, 400, kHostA);
+  EXPECT_EQ(a->stats().tx_tail_frames, 400u);
   ASSERT_TRUE(WaitUntilConnected(*b, *a, kHostA));
   EXPECT_EQ(Send(*b, Destination::Host(kHostA), 1000, 0, 100), 100u);
   ExpectInOrder(Receive(*a, 100), 0, 100, kHostB);
@@ -443,6 +488,39 @@ TEST_F(VethTest, AfPacketJumboMtu9000) {
   ASSERT_TRUE(a && b);
   EXPECT_EQ(a->max_payload_bytes(), 8972u);
   ExchangeBothWays(*a, *b, 8972, 2000);
+}
+
+TEST_F(VethTest, AfPacketSendsTailsInPlaceAndLetsGoOfThemOnceSent) {
+  MakePair(9000);
+  auto a = Open(Config("net_af_packet0,iface=" + a_, kHostA, kMacA, kIpA, 9000));
+  auto b = Open(Config("net_af_packet1,iface=" + b_, kHostB, kMacB, kIpB, 9000));
+  ASSERT_TRUE(a && b);
+  std::unique_ptr<TailHold> hold = a->NewTailHold();
+  ASSERT_NE(hold, nullptr) << "af_packet copies frames out as it sends them: tails can be attached";
+  std::vector<std::vector<uint8_t>> source(200);
+  for (uint32_t round = 0; round < 5; ++round) {
+    SendWithTails(*a, Destination::Host(kHostB), source, 8972, round * 200, hold.get());
+    // Queued, not sent: every frame still reads from its source.
+    EXPECT_EQ(hold->frames_in_use(), 200u);
+    EXPECT_EQ(a->Flush(), 200u);
+    EXPECT_EQ(hold->frames_in_use(), 0u);
+    Scribble(source);  // the device has its copies: changing the source is safe now
+    ExpectInOrder(Receive(*b, 200), round * 200, 200, kHostA);
+  }
+  EXPECT_EQ(a->stats().tx_tail_frames, 1000u);
+  // A tail too short to be worth an mbuf is copied.
+  SendWithTails(*a, Destination::Host(kHostB), source, kHeadBytes + 100, 5000, hold.get());
+  EXPECT_EQ(hold->frames_in_use(), 0u);
+  // A hold dropped while frames still use it goes with the last of them.
+  SendWithTails(*a, Destination::Host(kHostB), source, 4000, 6000, hold.get());
+  hold.reset();
+  EXPECT_EQ(a->Flush(), 400u);
+  Received r = Receive(*b, 400);
+  ASSERT_EQ(r.bad, 0u);
+  ASSERT_EQ(r.seqs.size(), 400u);
+  EXPECT_EQ(r.seqs[0], 5000u);
+  EXPECT_EQ(r.seqs[200], 6000u);
+  EXPECT_EQ(a->stats().tx_tail_frames, 1200u);
 }
 
 TEST_F(VethTest, AfPacketMulticastReachesJoinedHostsOnly) {
