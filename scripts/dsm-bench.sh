@@ -183,7 +183,10 @@ host_ip() { printf '198.18.0.%d\n' "$1"; }
 # first when one receiver, multicast group 1 otherwise. Outputs in $out_prefix-*.json.
 # memif: host 1 is the memif server and a client cannot start before its server,
 # so the sender starts first (frames before the link is up are dropped at the
-# sender; the receiver's rate counts from its first frame to its last).
+# sender; the receiver's rate counts from its first frame to its last). The
+# sender outlasts the receivers by 3 s: a receiver's EAL start-up and memif
+# connection took over a second on a loaded machine, and with --raw-seconds 1
+# it found the sender gone (raw 0.0).
 run_raw() {
   local dir=$1 mtu=$2 out_prefix=$3
   shift 3
@@ -201,7 +204,7 @@ run_raw() {
     BG_PIDS+=("$send_pid")
   }
   if [[ $device == memif ]]; then
-    start_sender $((RAW_SECONDS + 1))
+    start_sender $((RAW_SECONDS + 3))
     sleep 1
   fi
   for h in "$@"; do
