@@ -51,14 +51,7 @@ class LinkMeshTransport final : public Transport {
 
   void Commit(size_t payload_bytes) override {
     if (reserved_ == nullptr) return;
-    if (reserved_dest_.multicast) {
-      for (size_t i = 1; i < ports_.size(); ++i) {
-        uint8_t* copy = ports_[i].transport->Reserve(reserved_dest_);
-        if (copy == nullptr) continue;  // counted by that link
-        std::memcpy(copy, reserved_payload_, std::min(payload_bytes, max_payload_bytes()));
-        ports_[i].transport->Commit(payload_bytes);
-      }
-    }
+    CopyToOtherLinks(payload_bytes, [&](Transport& link, uint8_t*) { link.Commit(payload_bytes); });
     reserved_->Commit(payload_bytes);
     reserved_ = nullptr;
   }
@@ -69,14 +62,9 @@ class LinkMeshTransport final : public Transport {
   void CommitWithTail(uint8_t* reserved, size_t head_bytes, std::span<const uint8_t> tail,
                       TailHold* hold) override {
     if (reserved_ == nullptr) return;
-    if (reserved_dest_.multicast) {
-      for (size_t i = 1; i < ports_.size(); ++i) {
-        uint8_t* copy = ports_[i].transport->Reserve(reserved_dest_);
-        if (copy == nullptr) continue;  // counted by that link
-        std::memcpy(copy, reserved_payload_, std::min(head_bytes, max_payload_bytes()));
-        ports_[i].transport->CommitWithTail(copy, head_bytes, tail, hold);
-      }
-    }
+    CopyToOtherLinks(head_bytes, [&](Transport& link, uint8_t* copy) {
+      link.CommitWithTail(copy, head_bytes, tail, hold);
+    });
     reserved_->CommitWithTail(reserved, head_bytes, tail, hold);
     reserved_ = nullptr;
   }
@@ -131,6 +119,19 @@ class LinkMeshTransport final : public Transport {
   }
 
  private:
+  // A multicast frame is built in the first link's buffer: its first `bytes`
+  // go to every other link's, which `commit(link, copy)` then sends.
+  template <typename CommitFn>
+  void CopyToOtherLinks(size_t bytes, CommitFn&& commit) {
+    if (!reserved_dest_.multicast) return;
+    for (size_t i = 1; i < ports_.size(); ++i) {
+      uint8_t* copy = ports_[i].transport->Reserve(reserved_dest_);
+      if (copy == nullptr) continue;  // counted by that link
+      std::memcpy(copy, reserved_payload_, std::min(bytes, max_payload_bytes()));
+      commit(*ports_[i].transport, copy);
+    }
+  }
+
   std::vector<Port> ports_;
   Transport* reserved_ = nullptr;
   Destination reserved_dest_;
