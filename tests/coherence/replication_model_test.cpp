@@ -8,7 +8,7 @@
 // The daemon side mirrors daemon/remote_export.cpp and daemon/remote_replica.cpp:
 // the shadow moves only when !AwaitingAcks; an ACK with kFlagFull ("I hold
 // nothing yet") is OnAckNothing(host); missing ranges are resent from the plan of a
-// transfer of the current shadow; receivers ack a completed version at once,
+// transfer of the current shadow, and reported lost (OnLostTransfer) for any other; receivers ack a completed version at once,
 // frames they cannot use at most once per kAckMinGapNs, and NACK missing frames
 // after kNackAfterNs of quiet.
 //
@@ -583,7 +583,12 @@ class Model {
         sender_.OnAckNothing(a.host);
       }
       auto it = sent_.find(a.transfer);
-      if (a.missing.empty() || it == sent_.end() || a.assembling_version != it->second.t.version) continue;
+      if (a.missing.empty()) continue;
+      if (it == sent_.end() || a.assembling_version != it->second.t.version) {
+        // No longer here to resend from (as in dsmd): it comes with the next transfer.
+        sender_.OnLostTransfer(a.host, a.transfer);
+        continue;
+      }
       const wire::DataFrameWriter writer(p_.frame_bytes, DataHeader(it->second.t, a.host));
       VectorSink sink;
       for (const wire::SeqRange& range : a.missing) {
