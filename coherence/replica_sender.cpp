@@ -21,7 +21,7 @@ void ReplicaSender::Collected(uint64_t version, const LineSet& changed) {
   for (auto& [id, h] : hosts_) h->unacked.Merge(changed);
 }
 
-void ReplicaSender::OnAck(uint16_t host, uint64_t complete_version) {
+void ReplicaSender::OnAck(uint16_t host, uint64_t complete_version, uint64_t now_ns) {
   auto it = hosts_.find(host);
   if (it == hosts_.end()) return;
   HostState& h = *it->second;
@@ -35,6 +35,19 @@ void ReplicaSender::OnAck(uint16_t host, uint64_t complete_version) {
     return;
   }
   if (h.in_flight && complete_version >= h.inflight_version) {
+    if (now_ns > h.sent_ns && !h.resent) {
+      // Karn: only transfers sent once time their acknowledgement.
+      const uint64_t sample = now_ns - h.sent_ns;
+      if (!h.rtt_known) {
+        h.srtt_ns = sample;
+        h.rttvar_ns = sample / 2;
+        h.rtt_known = true;
+      } else {
+        const uint64_t deviation = sample > h.srtt_ns ? sample - h.srtt_ns : h.srtt_ns - sample;
+        h.rttvar_ns = (3 * h.rttvar_ns + deviation) / 4;
+        h.srtt_ns = (7 * h.srtt_ns + sample) / 8;
+      }
+    }
     h.inflight.Clear();
     h.in_flight = false;
     h.has_base = true;
@@ -67,7 +80,12 @@ bool ReplicaSender::Due(const HostState& h, uint64_t now_ns, uint64_t rto_ns) co
   if (!have_version_) return false;
   if (h.has_base && h.acked >= version_) return false;  // up to date
   if (!h.in_flight) return true;
-  return now_ns - h.sent_ns >= rto_ns;  // lost or slow: send the newest union
+  return now_ns - h.sent_ns >= HostRto(h, rto_ns);  // lost or slow: send the newest union
+}
+
+uint64_t ReplicaSender::HostRto(const HostState& h, uint64_t rto_ns) {
+  if (!h.rtt_known) return rto_ns;
+  return std::max(rto_ns, std::min(h.srtt_ns + 4 * h.rttvar_ns, kMaxRtoNs));
 }
 
 bool ReplicaSender::AnyDue(uint64_t now_ns, uint64_t rto_ns) const {
@@ -119,6 +137,7 @@ void ReplicaSender::Sent(const Transfer& t, uint64_t now_ns) {
     HostState& h = *it->second;
     h.inflight.Merge(h.unacked);
     h.unacked.Clear();
+    h.resent = h.in_flight;
     h.in_flight = true;
     h.inflight_version = t.version;
     h.sent_ns = now_ns;

@@ -34,6 +34,10 @@ class ReplicaSender {
   // delivers one copy to all of them, multicast); false: one host per transfer.
   explicit ReplicaSender(size_t area_bytes, bool shared_transfers = true);
 
+  // A host's measured timeout never exceeds this (heartbeats judge hosts
+  // that stop answering altogether).
+  static constexpr uint64_t kMaxRtoNs = 1'000'000'000;
+
   // `host` replicates the area from now on and holds nothing usable: it gets
   // the whole area first.
   void Subscribe(uint16_t host);
@@ -46,8 +50,9 @@ class ReplicaSender {
   void Collected(uint64_t version, const LineSet& changed);
   uint64_t version() const { return version_; }
 
-  // `host` reports its last complete version.
-  void OnAck(uint16_t host, uint64_t complete_version);
+  // `host` reports its last complete version; `now_ns` (0: unknown) times
+  // the acknowledgement of a transfer sent once, for the host's timeout.
+  void OnAck(uint16_t host, uint64_t complete_version, uint64_t now_ns = 0);
   // `host` reports it holds no version at all (it is still assembling its first
   // transfer, or it lost its copy): this is not an ack of any version.
   void OnAckNothing(uint16_t host);
@@ -60,15 +65,22 @@ class ReplicaSender {
 
   // The next transfer due at `now_ns`, if any. Every due host that holds a
   // version shares one delta from the oldest base among them; due hosts with
-  // nothing share one full transfer.
+  // nothing share one full transfer. A host's transfer is due again (as the
+  // newer union) after `rto_ns`, or after what its acknowledgements took
+  // lately if that is longer: smoothed time plus four deviations, as TCP
+  // does (RFC 6298), at most kMaxRtoNs. A host that is slow for a while is
+  // then not sent unions it would receive only after what is already on
+  // its way (which the other hosts drop as stale, multicast).
   bool NextTransfer(uint64_t now_ns, uint64_t rto_ns, Transfer* out);
   // Whether NextTransfer would return a transfer at `now_ns`.
   bool AnyDue(uint64_t now_ns, uint64_t rto_ns) const;
   // The transfer was handed to the transport.
   void Sent(const Transfer& t, uint64_t now_ns);
 
-  // Whether some host has a transfer out for less than `rto_ns`: its missing
-  // frames may still be asked for, so the shadow should not move yet.
+  // Whether some host has a transfer out for less than `rto_ns` (not the
+  // host's own timeout: a slow host holds the others back no longer than
+  // that): its missing frames may still be asked for, so the shadow should
+  // not move yet.
   bool AwaitingAcks(uint64_t now_ns, uint64_t rto_ns) const;
   uint64_t acked(uint16_t host) const;
   // The newest version every subscribed host is known to hold (0 if one holds
@@ -87,8 +99,14 @@ class ReplicaSender {
     uint64_t inflight_version = 0;
     uint64_t sent_ns = 0;
     uint32_t transfer_id = 0;
+    bool resent = false;  // the transfer out replaced one still out: its ack is ambiguous
+    bool rtt_known = false;
+    uint64_t srtt_ns = 0;    // smoothed time from a transfer's last frame to its ack
+    uint64_t rttvar_ns = 0;  // and its mean deviation
   };
   bool Due(const HostState& h, uint64_t now_ns, uint64_t rto_ns) const;
+  // `rto_ns`, or the host's measured timeout if longer.
+  static uint64_t HostRto(const HostState& h, uint64_t rto_ns);
 
   size_t area_bytes_;
   bool shared_transfers_;

@@ -346,7 +346,7 @@ void RemoteSync::OnAck(const wire::Frame& f, uint16_t host, uint64_t now_ns) {
   if (f.header.flags & wire::kFlagFull) {
     e.sender->OnAckNothing(host);  // "I hold nothing yet": not an ack of version 0
   } else {
-    e.sender->OnAck(host, f.header.version);
+    e.sender->OnAck(host, f.header.version, now_ns);
   }
   // Frames a receiver misses of a transfer of the shadow's current version.
   const size_t ranges = f.body.size() / sizeof(wire::SeqRange);

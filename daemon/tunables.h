@@ -17,7 +17,9 @@ inline constexpr uint64_t kDirectoryIntervalNs = 40'000'000;
 // A remote host's directory entry is forgotten after this much silence.
 inline constexpr uint64_t kDirectoryForgetNs = 1'000'000'000;
 // A transfer not acknowledged within this time after its last frame is resent
-// (as the union of everything the host lacks, at the newest version).
+// (as the union of everything the host lacks, at the newest version), or
+// within what the host's acknowledgements took lately if longer
+// (ReplicaSender::HostRto).
 inline constexpr uint64_t kRetransmitTimeoutNs = 20'000'000;
 // ... plus this many times as long as sending the transfer took.
 inline constexpr uint64_t kRetransmitPerSendTime = 4;

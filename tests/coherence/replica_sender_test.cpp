@@ -504,3 +504,82 @@ TEST(ReplicaSenderTest, TransferIdsAreDistinct) {
 
 }  // namespace
 }  // namespace dsm
+
+// ---- the timeout follows what a host's acknowledgements take ----------------
+
+namespace dsm {
+namespace {
+
+// Sends version v to host 1 at `at` (changing line v) and returns the time.
+uint64_t SendNext(ReplicaSender& s, uint64_t v, uint64_t at) {
+  s.Collected(v, Lines({static_cast<size_t>(v)}));
+  Transfer t;
+  EXPECT_TRUE(s.NextTransfer(at, kRto, &t));
+  s.Sent(t, at);
+  return at;
+}
+
+TEST(ReplicaSenderRtoTest, AHostWhoseAcksTakeLongerThanTheTimeoutIsNotSentUnionsMeanwhile) {
+  ReplicaSender s(kArea);
+  s.Subscribe(1);
+  s.Collected(1, Lines({0}));
+  BringUpToDate(s, 1, 0);
+  // Its acknowledgements come 30 ms after each transfer (the base timeout is 20).
+  uint64_t now = 1'000'000'000;
+  for (uint64_t v = 2; v < 10; ++v) {
+    SendNext(s, v, now);
+    now += 30'000'000;
+    s.OnAck(1, v, now);
+  }
+  SendNext(s, 10, now);
+  s.Collected(11, Lines({11}));
+  Transfer t;
+  EXPECT_FALSE(s.NextTransfer(now + kRto, kRto, &t)) << "30 ms is this host's normal";
+  EXPECT_FALSE(s.NextTransfer(now + 30'000'000, kRto, &t));
+  // The hold on the shadow does not grow: the other hosts are not kept waiting.
+  EXPECT_FALSE(s.AwaitingAcks(now + kRto, kRto));
+  // Silence well beyond its usual time: the union goes.
+  ASSERT_TRUE(s.NextTransfer(now + 100'000'000, kRto, &t));
+  EXPECT_EQ(t.base, 9u);
+  EXPECT_EQ(Marked(*t.lines), (std::vector<size_t>{10, 11}));
+}
+
+TEST(ReplicaSenderRtoTest, FastAcknowledgementsKeepTheBaseTimeout) {
+  ReplicaSender s(kArea);
+  s.Subscribe(1);
+  s.Collected(1, Lines({0}));
+  BringUpToDate(s, 1, 0);
+  uint64_t now = 1'000'000'000;
+  for (uint64_t v = 2; v < 10; ++v) {
+    SendNext(s, v, now);
+    now += 1'000'000;
+    s.OnAck(1, v, now);
+  }
+  SendNext(s, 10, now);
+  s.Collected(11, Lines({11}));
+  Transfer t;
+  EXPECT_FALSE(s.NextTransfer(now + kRto - 1, kRto, &t));
+  EXPECT_TRUE(s.NextTransfer(now + kRto, kRto, &t));
+}
+
+TEST(ReplicaSenderRtoTest, TheAckOfAResentTransferDoesNotTimeTheHost) {
+  ReplicaSender s(kArea);
+  s.Subscribe(1);
+  s.Collected(1, Lines({0}));
+  BringUpToDate(s, 1, 0);
+  const uint64_t t0 = 1'000'000'000;
+  SendNext(s, 2, t0);
+  s.Collected(3, Lines({3}));
+  Transfer u;
+  ASSERT_TRUE(s.NextTransfer(t0 + kRto, kRto, &u));
+  s.Sent(u, t0 + kRto);
+  // Acked 900 ms after the first send, 1 ms after the union: which one was it?
+  s.OnAck(1, 3, t0 + 900'000'000);
+  SendNext(s, 4, t0 + 901'000'000);
+  s.Collected(5, Lines({5}));
+  Transfer t;
+  EXPECT_TRUE(s.NextTransfer(t0 + 901'000'000 + kRto, kRto, &t)) << "no sample was taken";
+}
+
+}  // namespace
+}  // namespace dsm

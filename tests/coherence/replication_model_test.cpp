@@ -578,7 +578,7 @@ class Model {
     for (const AckMsg& a : due) {
       if (!sender_.subscribed(a.host)) continue;
       if (a.has_base) {
-        sender_.OnAck(a.host, a.complete);
+        sender_.OnAck(a.host, a.complete, now_);
       } else {
         sender_.OnAckNothing(a.host);
       }
