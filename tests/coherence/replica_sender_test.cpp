@@ -519,20 +519,27 @@ uint64_t SendNext(ReplicaSender& s, uint64_t v, uint64_t at) {
   return at;
 }
 
-TEST(ReplicaSenderRtoTest, AHostWhoseAcksTakeLongerThanTheTimeoutIsNotSentUnionsMeanwhile) {
-  ReplicaSender s(kArea);
+// Host 1 acknowledges versions 2..9 each `ack_ns` after it was sent; then
+// version 10 is sent and 11 collected. Returns when 10 was sent.
+uint64_t AckEachAfter(ReplicaSender& s, uint64_t ack_ns) {
   s.Subscribe(1);
   s.Collected(1, Lines({0}));
   BringUpToDate(s, 1, 0);
-  // Its acknowledgements come 30 ms after each transfer (the base timeout is 20).
   uint64_t now = 1'000'000'000;
   for (uint64_t v = 2; v < 10; ++v) {
     SendNext(s, v, now);
-    now += 30'000'000;
+    now += ack_ns;
     s.OnAck(1, v, now);
   }
   SendNext(s, 10, now);
   s.Collected(11, Lines({11}));
+  return now;
+}
+
+TEST(ReplicaSenderRtoTest, AHostWhoseAcksTakeLongerThanTheTimeoutIsNotSentUnionsMeanwhile) {
+  ReplicaSender s(kArea);
+  // Its acknowledgements come 30 ms after each transfer (the base timeout is 20).
+  const uint64_t now = AckEachAfter(s, 30'000'000);
   Transfer t;
   EXPECT_FALSE(s.NextTransfer(now + kRto, kRto, &t)) << "30 ms is this host's normal";
   EXPECT_FALSE(s.NextTransfer(now + 30'000'000, kRto, &t));
@@ -546,17 +553,7 @@ TEST(ReplicaSenderRtoTest, AHostWhoseAcksTakeLongerThanTheTimeoutIsNotSentUnions
 
 TEST(ReplicaSenderRtoTest, FastAcknowledgementsKeepTheBaseTimeout) {
   ReplicaSender s(kArea);
-  s.Subscribe(1);
-  s.Collected(1, Lines({0}));
-  BringUpToDate(s, 1, 0);
-  uint64_t now = 1'000'000'000;
-  for (uint64_t v = 2; v < 10; ++v) {
-    SendNext(s, v, now);
-    now += 1'000'000;
-    s.OnAck(1, v, now);
-  }
-  SendNext(s, 10, now);
-  s.Collected(11, Lines({11}));
+  const uint64_t now = AckEachAfter(s, 1'000'000);
   Transfer t;
   EXPECT_FALSE(s.NextTransfer(now + kRto - 1, kRto, &t));
   EXPECT_TRUE(s.NextTransfer(now + kRto, kRto, &t));
