@@ -172,6 +172,16 @@ bool RemoteSync::TailsInUse(ExportedArea& e) {
   return e.tails->frames_in_use() != 0;
 }
 
+void RemoteSync::DropTailsOfFreedExports() {
+  // The freed area's pages went back to the host (or to another area):
+  // a queued frame would send whatever they hold now.
+  for (auto& [index, e] : exports_) {
+    if (e.tails == nullptr || e.tails->frames_in_use() == 0 || ExportLive(e)) continue;
+    const size_t n = transport_->DropTails(e.tails.get());
+    spdlog::debug("area {} was freed: dropped {} queued frames that read its lines", e.index, n);
+  }
+}
+
 bool RemoteSync::ExportLive(const ExportedArea& e) const {
   const AreaControl& a = segment_->areas[e.index];
   const auto state = static_cast<AreaState>(a.state.load());

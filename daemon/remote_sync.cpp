@@ -127,7 +127,10 @@ void RemoteSync::SendSmall(net::Destination dest, wire::FrameType type, uint32_t
 
 bool RemoteSync::Poll(uint64_t now_ns) {
   bool worked = false;
-  DropFreedReplicas();  // first: frames must not reach a slot reused since
+  // First, before anything flushes: queued frames must not read a freed
+  // area's memory, nor reach a slot reused since.
+  DropTailsOfFreedExports();
+  DropFreedReplicas();
   const size_t got = transport_->Poll(64, [&](std::span<const uint8_t> bytes, uint16_t source) {
     Receive(bytes, source, now_ns);
   });

@@ -158,6 +158,9 @@ class RemoteSync {
   // Whether frames still read from the pinned buffer after a flush: the pin
   // must not move (nor the writer get the buffer) until they are sent.
   bool TailsInUse(ExportedArea& e);
+  // Drops the queued frames that read a freed area's lines (its memory went
+  // back to the host): run before anything flushes.
+  void DropTailsOfFreedExports();
   // Whether the writer's last publish found no free buffer while we pin one
   // that is not the latest.
   bool WriterWantsPinned(const ExportedArea& e) const;

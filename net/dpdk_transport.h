@@ -38,6 +38,7 @@ class DpdkTransport final : public Transport {
   std::unique_ptr<TailHold> NewTailHold() override;
   void CommitWithTail(uint8_t* reserved, size_t head_bytes, std::span<const uint8_t> tail,
                       TailHold* hold) override;
+  size_t DropTails(TailHold* hold) override;
   size_t Flush() override;
   size_t tx_backlog() const override { return tx_queue_.size(); }
   size_t Poll(size_t max, const RxFn& fn) override;

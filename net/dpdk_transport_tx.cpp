@@ -87,6 +87,21 @@ void DpdkTransport::CommitWithTail(uint8_t* reserved, size_t head_bytes,
   CommitFrame(head_bytes + tail.size(), t);
 }
 
+size_t DpdkTransport::DropTails(TailHold* hold) {
+  auto* dpdk_hold = dynamic_cast<DpdkTailHold*>(hold);
+  if (dpdk_hold == nullptr) return 0;
+  const size_t before = tx_queue_.size();
+  std::erase_if(tx_queue_, [&](rte_mbuf* m) {
+    const rte_mbuf* tail = m->next;
+    if (tail == nullptr || !RTE_MBUF_HAS_EXTBUF(tail) || tail->shinfo != dpdk_hold->info()) return false;
+    rte_pktmbuf_free(m);  // the chain: the tail lets go of the hold
+    return true;
+  });
+  const size_t dropped = before - tx_queue_.size();
+  stats_.tx_dropped += dropped;
+  return dropped;
+}
+
 void DpdkTransport::CommitFrame(size_t payload_bytes, rte_mbuf* tail) {
   rte_mbuf* m = reserved_;
   if (m == nullptr) return;  // nothing reserved (Reserve failed and counted it)

@@ -69,6 +69,12 @@ class LinkMeshTransport final : public Transport {
     reserved_ = nullptr;
   }
 
+  size_t DropTails(TailHold* hold) override {
+    size_t dropped = 0;
+    for (Port& p : ports_) dropped += p.transport->DropTails(hold);
+    return dropped;
+  }
+
   size_t Flush() override {
     size_t sent = 0;
     for (Port& p : ports_) sent += p.transport->Flush();

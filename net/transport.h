@@ -149,6 +149,13 @@ class Transport {
     std::memcpy(reserved + head_bytes, tail.data(), std::min(tail.size(), room));
     Commit(head_bytes + tail.size());  // oversized: dropped and counted by Commit
   }
+  // Drops the queued frames that point into `hold`'s memory (counted in
+  // tx_dropped), for memory about to go away: frames the device has taken
+  // already copied it. Returns the frames dropped; frames_in_use() is then 0.
+  virtual size_t DropTails(TailHold* hold) {
+    (void)hold;
+    return 0;
+  }
   // Sends everything queued (respecting the pacing rate: when paced it waits
   // until the last frame may go). Returns frames sent. Frames the device
   // refuses (its ring full until the peer drains it) stay queued for the

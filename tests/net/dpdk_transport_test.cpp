@@ -523,6 +523,32 @@ TEST_F(VethTest, AfPacketSendsTailsInPlaceAndLetsGoOfThemOnceSent) {
   EXPECT_EQ(a->stats().tx_tail_frames, 1200u);
 }
 
+// Memory about to go away (a freed area): its queued frames are dropped and
+// counted, the frames of other memory still go, in order.
+TEST_F(VethTest, DroppingTailsDropsOnlyTheQueuedFramesOfThatHold) {
+  MakePair(9000);
+  auto a = Open(Config("net_af_packet0,iface=" + a_, kHostA, kMacA, kIpA, 9000));
+  auto b = Open(Config("net_af_packet1,iface=" + b_, kHostB, kMacB, kIpB, 9000));
+  ASSERT_TRUE(a && b);
+  std::unique_ptr<TailHold> going = a->NewTailHold();
+  std::unique_ptr<TailHold> staying = a->NewTailHold();
+  ASSERT_TRUE(going && staying);
+  std::vector<std::vector<uint8_t>> freed(100), kept(100);
+  SendWithTails(*a, Destination::Host(kHostB), freed, 8000, 0, going.get());
+  SendWithTails(*a, Destination::Host(kHostB), kept, 8000, 100, staying.get());
+  SendWithTails(*a, Destination::Host(kHostB), freed, 8000, 200, going.get());
+  ASSERT_EQ(going->frames_in_use(), 200u);
+  const uint64_t dropped_before = a->stats().tx_dropped;
+  EXPECT_EQ(a->DropTails(going.get()), 200u);
+  EXPECT_EQ(going->frames_in_use(), 0u);
+  EXPECT_EQ(staying->frames_in_use(), 100u);
+  EXPECT_EQ(a->stats().tx_dropped, dropped_before + 200);
+  Scribble(freed);  // what a freed area's pages may hold next
+  EXPECT_EQ(a->Flush(), 100u);
+  ExpectInOrder(Receive(*b, 100), 100, 100, kHostA);
+  EXPECT_TRUE(Receive(*b, 1, std::chrono::milliseconds(200)).seqs.empty());
+}
+
 TEST_F(VethTest, AfPacketMulticastReachesJoinedHostsOnly) {
   MakePair(1500);
   PortConfig cb = Config("net_af_packet1,iface=" + b_, kHostB, kMacB, kIpB);
