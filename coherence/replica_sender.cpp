@@ -13,6 +13,23 @@ void ReplicaSender::Subscribe(uint16_t host) {
 
 void ReplicaSender::Unsubscribe(uint16_t host) { hosts_.erase(host); }
 
+void ReplicaSender::SetHostUp(uint16_t host, bool up) {
+  auto it = hosts_.find(host);
+  if (it == hosts_.end() || it->second->up == up) return;
+  HostState& h = *it->second;
+  h.up = up;
+  if (up) {
+    // What it missed meanwhile goes now, with what was in flight (still in `inflight`).
+    h.in_flight = false;
+    h.backoffs = 0;
+  }
+}
+
+size_t ReplicaSender::reachable() const {
+  return static_cast<size_t>(
+      std::count_if(hosts_.begin(), hosts_.end(), [](const auto& kv) { return kv.second->up; }));
+}
+
 void ReplicaSender::Collected(uint64_t version, const LineSet& changed) {
   version_ = version;
   have_version_ = true;
@@ -25,6 +42,7 @@ void ReplicaSender::OnAck(uint16_t host, uint64_t complete_version, uint64_t now
   auto it = hosts_.find(host);
   if (it == hosts_.end()) return;
   HostState& h = *it->second;
+  h.backoffs = 0;  // it answers
   if (h.has_base && complete_version < h.acked) {
     // It went backwards: the host lost its copy. Start again from scratch.
     h.has_base = false;
@@ -59,7 +77,9 @@ void ReplicaSender::OnAck(uint16_t host, uint64_t complete_version, uint64_t now
 
 void ReplicaSender::OnAckNothing(uint16_t host) {
   auto it = hosts_.find(host);
-  if (it == hosts_.end() || !it->second->has_base) return;  // its first transfer is coming
+  if (it == hosts_.end()) return;
+  it->second->backoffs = 0;  // it answers
+  if (!it->second->has_base) return;  // its first transfer is coming
   HostState& h = *it->second;
   h.has_base = false;  // it lost its copy: start again from the whole area
   h.acked = 0;
@@ -77,15 +97,16 @@ void ReplicaSender::OnLostTransfer(uint16_t host, uint32_t transfer_id) {
 }
 
 bool ReplicaSender::Due(const HostState& h, uint64_t now_ns, uint64_t rto_ns) const {
-  if (!have_version_) return false;
+  if (!have_version_ || !h.up) return false;
   if (h.has_base && h.acked >= version_) return false;  // up to date
   if (!h.in_flight) return true;
   return now_ns - h.sent_ns >= HostRto(h, rto_ns);  // lost or slow: send the newest union
 }
 
 uint64_t ReplicaSender::HostRto(const HostState& h, uint64_t rto_ns) {
-  if (!h.rtt_known) return rto_ns;
-  return std::max(rto_ns, std::min(h.srtt_ns + 4 * h.rttvar_ns, kMaxRtoNs));
+  const uint64_t rto =
+      h.rtt_known ? std::max(rto_ns, std::min(h.srtt_ns + 4 * h.rttvar_ns, kMaxRtoNs)) : rto_ns;
+  return std::max(rto, std::min(rto << h.backoffs, kMaxRtoNs));
 }
 
 bool ReplicaSender::AnyDue(uint64_t now_ns, uint64_t rto_ns) const {
@@ -137,6 +158,8 @@ void ReplicaSender::Sent(const Transfer& t, uint64_t now_ns) {
     HostState& h = *it->second;
     h.inflight.Merge(h.unacked);
     h.unacked.Clear();
+    // Still in flight: the last one timed out without a word from the host.
+    if (h.in_flight && h.backoffs < kMaxBackoffs) ++h.backoffs;
     h.resent = h.in_flight;
     h.in_flight = true;
     h.inflight_version = t.version;
@@ -147,7 +170,7 @@ void ReplicaSender::Sent(const Transfer& t, uint64_t now_ns) {
 
 bool ReplicaSender::AwaitingAcks(uint64_t now_ns, uint64_t rto_ns) const {
   for (const auto& [id, h] : hosts_) {
-    if (h->in_flight && now_ns - h->sent_ns < rto_ns) return true;
+    if (h->up && h->in_flight && now_ns - h->sent_ns < rto_ns) return true;
   }
   return false;
 }
@@ -159,7 +182,9 @@ uint64_t ReplicaSender::acked(uint16_t host) const {
 
 uint64_t ReplicaSender::MinAcked() const {
   uint64_t min = UINT64_MAX;
-  for (const auto& [host, h] : hosts_) min = std::min(min, h->has_base ? h->acked : 0);
+  for (const auto& [host, h] : hosts_) {
+    if (h->up) min = std::min(min, h->has_base ? h->acked : 0);
+  }
   return min;
 }
 

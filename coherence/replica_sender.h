@@ -37,6 +37,10 @@ class ReplicaSender {
   // A host's measured timeout never exceeds this (heartbeats judge hosts
   // that stop answering altogether).
   static constexpr uint64_t kMaxRtoNs = 1'000'000'000;
+  // Each transfer that timed out with nothing heard from its host doubles
+  // that host's timeout (up to kMaxRtoNs), as TCP backs off: a host that has
+  // gone silent is not sent the growing union every timeout meanwhile.
+  static constexpr uint32_t kMaxBackoffs = 6;
 
   // `host` replicates the area from now on and holds nothing usable: it gets
   // the whole area first.
@@ -44,6 +48,12 @@ class ReplicaSender {
   void Unsubscribe(uint16_t host);
   bool subscribed(uint16_t host) const { return hosts_.count(host) != 0; }
   size_t subscribers() const { return hosts_.size(); }
+  // Membership says `host` is down (silent) or up again. A down host stays
+  // subscribed but gets no transfers, and neither holds the shadow nor
+  // counts in MinAcked; back up, it is due at once, from its last ack.
+  void SetHostUp(uint16_t host, bool up);
+  // Subscribed hosts that are up: someone to ship to.
+  size_t reachable() const;
 
   // The shadow now holds `version`; `changed` are the lines that differ from
   // the previously collected version.
@@ -68,7 +78,8 @@ class ReplicaSender {
   // nothing share one full transfer. A host's transfer is due again (as the
   // newer union) after `rto_ns`, or after what its acknowledgements took
   // lately if that is longer: smoothed time plus four deviations, as TCP
-  // does (RFC 6298), at most kMaxRtoNs. A host that is slow for a while is
+  // does (RFC 6298), at most kMaxRtoNs, doubled per timeout since the host
+  // was last heard from (kMaxBackoffs). A host that is slow for a while is
   // then not sent unions it would receive only after what is already on
   // its way (which the other hosts drop as stale, multicast).
   bool NextTransfer(uint64_t now_ns, uint64_t rto_ns, Transfer* out);
@@ -77,20 +88,21 @@ class ReplicaSender {
   // The transfer was handed to the transport.
   void Sent(const Transfer& t, uint64_t now_ns);
 
-  // Whether some host has a transfer out for less than `rto_ns` (not the
+  // Whether some host that is up has a transfer out for less than `rto_ns` (not the
   // host's own timeout: a slow host holds the others back no longer than
   // that): its missing frames may still be asked for, so the shadow should
   // not move yet.
   bool AwaitingAcks(uint64_t now_ns, uint64_t rto_ns) const;
   uint64_t acked(uint16_t host) const;
-  // The newest version every subscribed host is known to hold (0 if one holds
-  // none yet; UINT64_MAX with no subscriber): what a writer freeing the area
-  // waits for, so its last versions are not lost to the other hosts.
+  // The newest version every subscribed host that is up is known to hold (0
+  // if one holds none yet; UINT64_MAX with none): what a writer freeing the
+  // area waits for, so its last versions are not lost to the other hosts.
   uint64_t MinAcked() const;
 
  private:
   struct HostState {
     explicit HostState(size_t area_bytes) : unacked(area_bytes), inflight(area_bytes) {}
+    bool up = true;         // membership has not marked it down
     bool has_base = false;  // `acked` is a version it really holds
     uint64_t acked = 0;
     LineSet unacked;   // changed since `acked`, not yet sent
@@ -100,6 +112,7 @@ class ReplicaSender {
     uint64_t sent_ns = 0;
     uint32_t transfer_id = 0;
     bool resent = false;  // the transfer out replaced one still out: its ack is ambiguous
+    uint32_t backoffs = 0;  // transfers timed out since the host was last heard from
     bool rtt_known = false;
     uint64_t srtt_ns = 0;    // smoothed time from a transfer's last frame to its ack
     uint64_t rttvar_ns = 0;  // and its mean deviation

@@ -71,19 +71,7 @@ void RemoteSync::SendDirectory(uint64_t now_ns) {
 void RemoteSync::OnHeartbeat(const wire::Frame& f, uint16_t host, uint64_t now_ns) {
   wire::HeartbeatBody hb;
   std::memcpy(&hb, f.body.data(), sizeof(hb));
-  switch (membership_->Heard(host, hb.incarnation, now_ns)) {
-    case Membership::Event::kCameUp:
-      spdlog::info("host {} is up", host);
-      for (auto& r : replicas_) {
-        if (r->origin_host == host) directory_->SetReplicaWriterAlive(r->local_index, true);
-      }
-      break;
-    case Membership::Event::kRestarted:
-      OnHostRestarted(host);
-      break;
-    case Membership::Event::kNone:
-      break;
-  }
+  HeardFrom(host, hb.incarnation, now_ns);
 }
 
 void RemoteSync::OnDirectory(const wire::Frame& f, uint16_t host, uint64_t now_ns) {

@@ -291,19 +291,20 @@ bool RemoteSync::ExportTurn(ExportedArea& e, uint64_t now_ns) {
     YieldPin(e, now_ns);
     worked = true;
   }
-  if (e.sender->subscribers() == 0 && e.pinned >= 0 && !TailsInUse(e)) {
-    // Nobody to ship to: hold nothing (a new subscriber's transfer collects anew).
+  if (e.sender->reachable() == 0 && e.pinned >= 0 && !TailsInUse(e)) {
+    // Nobody to ship to (no subscriber, or every one down): hold nothing (a
+    // new subscriber, or one back up, has its transfer collected anew).
     e.in_send = false;
     DropPin(e);
   }
-  if (e.pinned >= 0 && !e.in_send && e.sender->subscribers() > 0 &&
+  if (e.pinned >= 0 && !e.in_send && e.sender->reachable() > 0 &&
       e.sender->MinAcked() >= e.pinned_version && !TailsInUse(e)) {
     // Every host holds the version: no frame of it will be read again. Let the
     // writer have its buffer (to publish into, or to catch up ahead of its
     // next publish) without waiting for our next collect.
     DropPin(e);
   }
-  if (e.sender->subscribers() > 0 && !e.in_send) {
+  if (e.sender->reachable() > 0 && !e.in_send) {
     // A silent host delays the next version at most the retransmission timeout.
     const uint64_t rto = CollectHoldNs(e);
     // After a yield, collect anew as soon as a host needs a transfer; not
@@ -329,14 +330,14 @@ bool RemoteSync::ExportTurn(ExportedArea& e, uint64_t now_ns) {
       if (!e.in_send) e.sender->Sent(e.sending, now_ns);
     }
   }
-  if (e.sender->subscribers() > 0 && e.in_send) worked |= ContinueSend(e, now_ns);
+  if (e.sender->reachable() > 0 && e.in_send) worked |= ContinueSend(e, now_ns);
   return worked;
 }
 
 bool RemoteSync::ExportDue(uint64_t now_ns) const {
   for (const auto& [index, e] : exports_) {
     if (WriterWantsPinned(e)) return true;
-    if (e.sender->subscribers() == 0) continue;
+    if (e.sender->reachable() == 0) continue;
     if (e.in_send || (e.source_lost && e.sender->AnyDue(now_ns, CollectHoldNs(e)))) return true;
     const uint64_t latest = UnpackLatest(segment_->areas[index].latest.load()).version;
     if (latest > e.sender->version() && !e.sender->AwaitingAcks(now_ns, CollectHoldNs(e))) return true;

@@ -177,11 +177,36 @@ bool RemoteSync::ReplicaTurn(Replica& r, uint64_t now_ns) {
   return false;
 }
 
+void RemoteSync::HeardFrom(uint16_t host, uint64_t incarnation, uint64_t now_ns) {
+  switch (membership_->Heard(host, incarnation, now_ns)) {
+    case Membership::Event::kCameUp:
+      OnHostUp(host);
+      break;
+    case Membership::Event::kRestarted:
+      OnHostRestarted(host);
+      break;
+    case Membership::Event::kNone:
+      break;
+  }
+}
+
+void RemoteSync::OnHostUp(uint16_t host) {
+  spdlog::info("host {} is up", host);
+  for (auto& r : replicas_) {
+    if (r->origin_host == host) directory_->SetReplicaWriterAlive(r->local_index, true);
+  }
+  // Same incarnation (it was only silent): what it missed goes now.
+  for (auto& [index, e] : exports_) e.sender->SetHostUp(host, true);
+}
+
 void RemoteSync::OnHostDown(uint16_t host) {
   spdlog::warn("host {} is down", host);
   for (auto& r : replicas_) {
     if (r->origin_host == host) directory_->SetReplicaWriterAlive(r->local_index, false);
   }
+  // It stays subscribed, but is sent nothing and holds nothing back (the
+  // writer's free, the shadow) until it is heard from again.
+  for (auto& [index, e] : exports_) e.sender->SetHostUp(host, false);
 }
 
 void RemoteSync::OnHostRestarted(uint16_t host) {

@@ -191,21 +191,21 @@ void RemoteSync::Receive(std::span<const uint8_t> bytes, uint16_t source_host, u
       OnHeartbeat(f, source_host, now_ns);
       break;
     case wire::FrameType::kDirectory:
-      membership_->Heard(source_host, 0, now_ns);
+      HeardFrom(source_host, 0, now_ns);
       OnDirectory(f, source_host, now_ns);
       break;
     case wire::FrameType::kSubscribe:
-      membership_->Heard(source_host, 0, now_ns);
+      HeardFrom(source_host, 0, now_ns);
       OnSubscribe(f, source_host, now_ns);
       break;
     case wire::FrameType::kAck:
       last_activity_ns_ = now_ns;
-      membership_->Heard(source_host, 0, now_ns);
+      HeardFrom(source_host, 0, now_ns);
       OnAck(f, source_host, now_ns);
       break;
     case wire::FrameType::kData:
       last_activity_ns_ = now_ns;
-      membership_->Heard(source_host, 0, now_ns);
+      HeardFrom(source_host, 0, now_ns);
       OnData(f, source_host, now_ns);
       break;
   }

@@ -188,6 +188,10 @@ class RemoteSync {
   // `catch_up`: also bring that buffer up to the latest version now (between
   // versions; not when a frame of the next one is already waiting).
   void AimReplica(Replica& r, bool catch_up);
+  // Something arrived from `host` (a heartbeat gives its incarnation, other
+  // frames 0): tells membership, and acts on the host coming up or restarting.
+  void HeardFrom(uint16_t host, uint64_t incarnation, uint64_t now_ns);
+  void OnHostUp(uint16_t host);
   void OnHostDown(uint16_t host);
   void OnHostRestarted(uint16_t host);
   Replica* FindReplica(uint16_t host, uint32_t index, uint32_t generation);

@@ -204,8 +204,8 @@ int ClientSession::Attach(const char* name, uint32_t timeout_ms, const void** ou
 void ClientSession::DrainRemoteCopies(const AreaControl& control, uint64_t version,
                                       uint64_t deadline_ns) {
   // dsmd stops shipping an area once it is freed: let the hosts that replicate
-  // it acknowledge the last version first (bounded; a host that is down no
-  // longer counts, dsmd drops its subscription).
+  // it acknowledge the last version first (bounded; a host that is down does
+  // not count: dsmd leaves it out of remote_acked_version).
   if (version == 0 || control.export_enabled.load() == 0) return;
   while (control.remote_acked_version.load() < version && MonotonicNs() < deadline_ns &&
          segment_->header.daemon_alive.load()) {

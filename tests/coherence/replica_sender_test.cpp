@@ -195,17 +195,19 @@ TEST(ReplicaSenderTest, AfterRtoTheResendIsTheUnionAtTheNewestVersionWithTheSame
   EXPECT_NE(t.transfer_id, first.transfer_id);
   s.Sent(t, t0 + kRto);
 
-  // A second timeout without anything new: the same union again.
+  // A second timeout without anything new (and still not a word from the
+  // host, so the timeout doubled): the same union again.
   Transfer again;
-  ASSERT_TRUE(s.NextTransfer(t0 + 2 * kRto, kRto, &again));
+  EXPECT_FALSE(s.NextTransfer(t0 + 3 * kRto - 1, kRto, &again));
+  ASSERT_TRUE(s.NextTransfer(t0 + 3 * kRto, kRto, &again));
   EXPECT_EQ(again.base, 1u);
   EXPECT_EQ(again.version, 3u);
   EXPECT_EQ(Marked(*again.lines), (std::vector<size_t>{10, 12, 20}));
-  s.Sent(again, t0 + 2 * kRto);
+  s.Sent(again, t0 + 3 * kRto);
 
   s.OnAck(1, 3);
   EXPECT_EQ(s.acked(1), 3u);
-  EXPECT_FALSE(s.NextTransfer(t0 + 3 * kRto, kRto, &t));
+  EXPECT_FALSE(s.NextTransfer(t0 + 10 * kRto, kRto, &t));
 }
 
 TEST(ReplicaSenderTest, ALostTransferThatCannotBeResentIsReplacedAtOnceByTheUnion) {
@@ -495,8 +497,9 @@ TEST(ReplicaSenderTest, TransferIdsAreDistinct) {
   std::vector<uint32_t> ids;
   Transfer t;
   for (int i = 0; i < 5; ++i) {
-    ASSERT_TRUE(s.NextTransfer(uint64_t(i) * kRto, kRto, &t));
-    s.Sent(t, uint64_t(i) * kRto);
+    const uint64_t at = uint64_t(i) * 2 * ReplicaSender::kMaxRtoNs;  // past any backed-off timeout
+    ASSERT_TRUE(s.NextTransfer(at, kRto, &t));
+    s.Sent(t, at);
     for (uint32_t id : ids) EXPECT_NE(id, t.transfer_id);
     ids.push_back(t.transfer_id);
   }
@@ -576,6 +579,86 @@ TEST(ReplicaSenderRtoTest, TheAckOfAResentTransferDoesNotTimeTheHost) {
   s.Collected(5, Lines({5}));
   Transfer t;
   EXPECT_TRUE(s.NextTransfer(t0 + 901'000'000 + kRto, kRto, &t)) << "no sample was taken";
+}
+
+}  // namespace
+}  // namespace dsm
+
+// ---- silent hosts: backing off, and hosts membership marks down --------------
+
+namespace dsm {
+namespace {
+
+// Host 1 holds version 1 and has version 2 (line 2) out since `t0`.
+void OneDeltaOut(ReplicaSender& s, uint64_t t0) {
+  s.Subscribe(1);
+  s.Collected(1, Lines({0}));
+  BringUpToDate(s, 1, 0);
+  SendNext(s, 2, t0);
+}
+
+TEST(ReplicaSenderBackoffTest, EachTimeoutWithoutAWordDoublesTheNextUpToTheCap) {
+  ReplicaSender s(kArea);
+  const uint64_t t0 = 1'000'000'000;
+  OneDeltaOut(s, t0);
+  uint64_t at = t0;
+  uint64_t wait = kRto;
+  Transfer t;
+  for (int i = 0; i < 10; ++i) {
+    EXPECT_FALSE(s.NextTransfer(at + wait - 1, kRto, &t)) << "timeout " << i;
+    ASSERT_TRUE(s.NextTransfer(at + wait, kRto, &t)) << "timeout " << i;
+    at += wait;
+    s.Sent(t, at);
+    wait = std::min(wait * 2, ReplicaSender::kMaxRtoNs);
+  }
+  EXPECT_EQ(wait, ReplicaSender::kMaxRtoNs);
+  // The host answers (an ack of an older version, asking for frames): the
+  // base timeout again.
+  s.OnAck(1, 1, at + 1);
+  s.Collected(3, Lines({3}));
+  EXPECT_TRUE(s.NextTransfer(at + kRto, kRto, &t));
+}
+
+TEST(ReplicaSenderBackoffTest, ADownHostGetsNothingAndHoldsNothingBackThenResumesFromItsAck) {
+  ReplicaSender s(kArea);
+  s.Subscribe(1);
+  s.Subscribe(2);
+  s.Collected(1, Lines({0}));
+  BringUpToDate(s, 1, 0);
+  BringUpToDate(s, 2, 0);
+  const uint64_t t0 = 1'000'000'000;
+  s.Collected(2, Lines({2}));
+  Transfer t;
+  ASSERT_TRUE(s.NextTransfer(t0, kRto, &t));
+  ASSERT_EQ(t.hosts, (Hosts{1, 2}));
+  s.Sent(t, t0);
+  s.OnAck(1, 2, t0 + 1'000'000);
+  EXPECT_EQ(s.MinAcked(), 1u) << "host 2 has not acknowledged version 2";
+
+  s.SetHostUp(2, false);
+  EXPECT_TRUE(s.subscribed(2));
+  EXPECT_EQ(s.reachable(), 1u);
+  EXPECT_EQ(s.MinAcked(), 2u) << "a down host does not hold back a writer's free";
+  EXPECT_FALSE(s.AwaitingAcks(t0 + 1, kRto)) << "nor the shadow";
+  s.Collected(3, Lines({3}));
+  for (uint64_t at = t0 + kRto; at < t0 + 5 * ReplicaSender::kMaxRtoNs; at += kRto) {
+    if (!s.NextTransfer(at, kRto, &t)) continue;
+    ASSERT_EQ(t.hosts, Hosts{1}) << "a transfer to a down host";
+    s.Sent(t, at);
+    s.OnAck(1, t.version, at + 1);
+  }
+  s.SetHostUp(1, false);
+  EXPECT_EQ(s.reachable(), 0u);
+  EXPECT_EQ(s.MinAcked(), UINT64_MAX);
+
+  // Back up: due at once, with all it lacks since its ack of version 1.
+  s.SetHostUp(2, true);
+  const uint64_t later = t0 + 10 * ReplicaSender::kMaxRtoNs;
+  ASSERT_TRUE(s.NextTransfer(later, kRto, &t));
+  EXPECT_EQ(t.hosts, Hosts{2});
+  EXPECT_EQ(t.base, 1u);
+  EXPECT_EQ(t.version, 3u);
+  EXPECT_EQ(Marked(*t.lines), (std::vector<size_t>{2, 3}));
 }
 
 }  // namespace

@@ -186,6 +186,50 @@ TEST(Failures, AWriterHostTakenDownMakesReadersReportStale) {
   Reap(writer, 10000);
 }
 
+// A reader host that goes silent (its daemon stopped, as a host cut off by
+// the network would be) is marked down by the writer's host, which then sends
+// it nothing; when it is heard from again, it gets what it missed and its
+// replica ends equal to the writer's.
+TEST(Failures, AReaderHostThatGoesSilentIsSentNothingUntilItIsBackThenCatchesUp) {
+  if (const std::string why = MultihostUnavailableReason(); !why.empty()) GTEST_SKIP() << why;
+  VirtualCluster cluster(2);
+  ASSERT_TRUE(cluster.ok());
+  WorkloadOptions o;
+  o.versions = 2500;
+  o.readers = 1;
+  Shared<WorkloadBoard> b;
+  const pid_t writer = Spawn([&] { return RunWriter(cluster.socket(1), o, &*b); });
+  ASSERT_TRUE(WaitFor([&] { return b->allocated.load(); }, 20000));
+  const pid_t reader = Spawn([&] { return RunReader(cluster.socket(2), 0, o, &*b); });
+  ASSERT_TRUE(WaitFor([&] { return b->writer_version.load() >= 100; }, 20000));
+  const int daemon2 = cluster.DaemonPid(2);
+  ASSERT_GT(daemon2, 0);
+  ASSERT_EQ(kill(daemon2, SIGSTOP), 0);
+  const bool marked_down = AllSee(cluster, 2, 2, false, 5000);
+  const auto transfers = [&] {
+    const auto ctl = cluster.Dsmctl(1);
+    return ctl.is_object() ? ctl["counters"]["transfers_sent"].get<uint64_t>() : UINT64_MAX;
+  };
+  const uint64_t version_down = b->writer_version.load();
+  const uint64_t sent_down = transfers();
+  std::this_thread::sleep_for(std::chrono::milliseconds(1000));
+  const uint64_t sent_later = transfers();
+  const uint64_t version_later = b->writer_version.load();
+  ASSERT_EQ(kill(daemon2, SIGCONT), 0);
+  ASSERT_TRUE(marked_down) << "host 1 never marked the stopped host 2 down";
+  EXPECT_GT(version_later, version_down + 50) << "the writer went on publishing";
+  EXPECT_EQ(sent_later, sent_down) << "transfers to a host marked down";
+  EXPECT_TRUE(AllSee(cluster, 2, 2, true, 8000));
+  EXPECT_EQ(Reap(reader, 120000), 0);
+  b->writer_may_exit = true;
+  EXPECT_EQ(Reap(writer, 60000), 0);
+  const ReaderReport& r = b->readers[0];
+  EXPECT_EQ(r.torn, 0u);
+  EXPECT_EQ(r.backwards, 0u);
+  EXPECT_EQ(r.final_version, o.versions);
+  EXPECT_EQ(r.final_hash, b->writer_hash);
+}
+
 // Host 1's daemon is stopped (not killed: its areas and subscriptions live on)
 // long enough for host 2 to mark it down; the replica there is sealed, and a
 // local program takes its name (and its slot). When host 1 resumes, it resends
