@@ -61,7 +61,8 @@ int ControlClient::Connect(const std::string& path, int timeout_ms) {
     fd_ = -1;
     return Fail(DSM_ERR_NO_DAEMON,
                 "no dsmd answers at {} ({}). Start one with `dsmd --background --socket {}` "
-                "(scripts/run-local.sh does it for you), or point DSM_SOCKET at a running one",
+                "(built by scripts/build.sh as build/daemon/dsmd), or point DSM_SOCKET at a "
+                "running one",
                 path, strerror(err), path);
   }
   return DSM_OK;

@@ -14,7 +14,7 @@ inline constexpr uint16_t kRxBurstFrames = 32;
 inline constexpr uint16_t kTxBurstFrames = 32;
 
 // A TX burst the device refuses entirely is retried this many times, each after
-// kTxRetryPauseUs, before the refused frames are freed and counted as dropped.
+// kTxRetryPauseUs, before the refused frames stay queued for the next Flush.
 inline constexpr uint32_t kTxMaxIdleRetries = 64;
 inline constexpr uint32_t kTxRetryPauseUs = 2;
 
