@@ -25,6 +25,11 @@ void ReplicaSender::SetHostUp(uint16_t host, bool up) {
   }
 }
 
+bool ReplicaSender::up(uint16_t host) const {
+  auto it = hosts_.find(host);
+  return it != hosts_.end() && it->second->up;
+}
+
 size_t ReplicaSender::reachable() const {
   return static_cast<size_t>(
       std::count_if(hosts_.begin(), hosts_.end(), [](const auto& kv) { return kv.second->up; }));

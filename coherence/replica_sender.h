@@ -38,9 +38,11 @@ class ReplicaSender {
   // that stop answering altogether).
   static constexpr uint64_t kMaxRtoNs = 1'000'000'000;
   // Each transfer that timed out with nothing heard from its host doubles
-  // that host's timeout (up to kMaxRtoNs), as TCP backs off: a host that has
-  // gone silent is not sent the growing union every timeout meanwhile.
-  static constexpr uint32_t kMaxBackoffs = 6;
+  // that host's timeout, as TCP backs off, at most this many times (and to
+  // kMaxRtoNs): a host gone silent is not sent the growing union every
+  // timeout until membership marks it down, and one that merely lost a
+  // transfer or two is not left waiting long.
+  static constexpr uint32_t kMaxBackoffs = 4;
 
   // `host` replicates the area from now on and holds nothing usable: it gets
   // the whole area first.
@@ -54,6 +56,7 @@ class ReplicaSender {
   void SetHostUp(uint16_t host, bool up);
   // Subscribed hosts that are up: someone to ship to.
   size_t reachable() const;
+  bool up(uint16_t host) const;
 
   // The shadow now holds `version`; `changed` are the lines that differ from
   // the previously collected version.

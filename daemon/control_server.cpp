@@ -197,6 +197,9 @@ int ControlServer::Run() {
         } else {
           Disconnect(fd);
         }
+        // A free (or a sealed area's name taken, or a client gone) may have
+        // returned memory that queued frames still read from.
+        if (remote_) remote_->DropTailsOfFreedExports();
       }
     }
   }

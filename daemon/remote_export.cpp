@@ -291,6 +291,12 @@ bool RemoteSync::ExportTurn(ExportedArea& e, uint64_t now_ns) {
     YieldPin(e, now_ns);
     worked = true;
   }
+  if (e.in_send && std::none_of(e.sending.hosts.begin(), e.sending.hosts.end(),
+                                [&](uint16_t h) { return e.sender->up(h); })) {
+    // Every host of the transfer went down: stop (it was not recorded as sent,
+    // so each gets all of it again, as part of its union, once back).
+    e.in_send = false;
+  }
   if (e.sender->reachable() == 0 && e.pinned >= 0 && !TailsInUse(e)) {
     // Nobody to ship to (no subscriber, or every one down): hold nothing (a
     // new subscriber, or one back up, has its transfer collected anew).

@@ -131,17 +131,30 @@ bool RemoteSync::Poll(uint64_t now_ns) {
   // area's memory, nor reach a slot reused since.
   DropTailsOfFreedExports();
   DropFreedReplicas();
-  const size_t got = transport_->Poll(64, [&](std::span<const uint8_t> bytes, uint16_t source) {
+  constexpr size_t kPollFrames = 64;
+  const size_t got = transport_->Poll(kPollFrames, [&](std::span<const uint8_t> bytes, uint16_t source) {
     Receive(bytes, source, now_ns);
   });
   worked |= got > 0;
+  // dsmd itself did not run for a while (descheduled, stopped): its peers'
+  // frames may wait unread, so their silence says nothing yet.
+  const bool stalled = now_ns - last_poll_ns_ > kHostDownAfterNs / 2;
+  last_poll_ns_ = now_ns;
 
   ++stats_.loop_turns;
   if (now_ns >= next_heartbeat_ns_) {
     SendHeartbeat(now_ns);
     next_heartbeat_ns_ = now_ns + kHeartbeatIntervalNs;
-    for (uint16_t host : membership_->Expire(now_ns)) OnHostDown(host);
+    expire_due_ = true;
     PublishState();
+  }
+  // Silence is judged with the receive queue drained, not after a stall: a
+  // live host marked down would no longer hold back a writer's free.
+  if (expire_due_ && got < kPollFrames && !stalled) {
+    expire_due_ = false;
+    const std::vector<uint16_t> down = membership_->Expire(now_ns);
+    for (uint16_t host : down) OnHostDown(host);
+    if (!down.empty()) PublishState();
   }
   if (now_ns >= next_directory_ns_) {
     SendDirectory(now_ns);

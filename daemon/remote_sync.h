@@ -58,6 +58,11 @@ class RemoteSync {
   // dsmd stops: lets go of the buffers it ships from, so writers keep publishing.
   void ReleasePins();
 
+  // Drops the queued frames that read a freed area's lines (its memory went
+  // back to the host, or to a new area): the control plane calls it after
+  // each request that may free one, before anything can flush; Poll first.
+  void DropTailsOfFreedExports();
+
 
  private:
   // An area of this host that other hosts replicate.
@@ -158,9 +163,6 @@ class RemoteSync {
   // Whether frames still read from the pinned buffer after a flush: the pin
   // must not move (nor the writer get the buffer) until they are sent.
   bool TailsInUse(ExportedArea& e);
-  // Drops the queued frames that read a freed area's lines (its memory went
-  // back to the host): run before anything flushes.
-  void DropTailsOfFreedExports();
   // Whether the writer's last publish found no free buffer while we pin one
   // that is not the latest.
   bool WriterWantsPinned(const ExportedArea& e) const;
@@ -218,6 +220,8 @@ class RemoteSync {
   std::vector<std::unique_ptr<Replica>> replicas_;
   std::map<uint16_t, std::map<std::string, RemoteEntry>> remote_dir_;  // by host, then name
   uint64_t next_heartbeat_ns_ = 0;
+  uint64_t last_poll_ns_ = 0;
+  bool expire_due_ = false;  // a heartbeat interval passed: judge silent hosts
   uint64_t last_activity_ns_ = 0;  // last DATA or ACK in or out
   uint64_t next_directory_ns_ = 0;
 

@@ -217,9 +217,14 @@ TEST(Failures, AReaderHostThatGoesSilentIsSentNothingUntilItIsBackThenCatchesUp)
   const uint64_t version_later = b->writer_version.load();
   ASSERT_EQ(kill(daemon2, SIGCONT), 0);
   ASSERT_TRUE(marked_down) << "host 1 never marked the stopped host 2 down";
+  ASSERT_NE(sent_down, UINT64_MAX) << "dsmctl on host 1 failed";
+  ASSERT_NE(sent_later, UINT64_MAX) << "dsmctl on host 1 failed";
   EXPECT_GT(version_later, version_down + 50) << "the writer went on publishing";
   EXPECT_EQ(sent_later, sent_down) << "transfers to a host marked down";
   EXPECT_TRUE(AllSee(cluster, 2, 2, true, 8000));
+  // Back up: what it missed goes at once (not when the reader times out).
+  EXPECT_TRUE(WaitFor([&] { const uint64_t n = transfers(); return n != UINT64_MAX && n > sent_later; }, 5000))
+      << "nothing was sent to the host once it was back";
   EXPECT_EQ(Reap(reader, 120000), 0);
   b->writer_may_exit = true;
   EXPECT_EQ(Reap(writer, 60000), 0);
