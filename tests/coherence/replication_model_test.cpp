@@ -79,6 +79,12 @@ struct Params {
   // the next version is aimed or published (dsmd then stages, or defers).
   double pin = 0.1;
   double slow_host_drop = 0;  // frames to the last host are also dropped this often
+  // The second host is cut off (nothing reaches it, nothing from it arrives)
+  // from round cut_round for cut_rounds rounds; membership marks it down
+  // after down_after_rounds of them, and up again when the cut heals.
+  int cut_round = -1;
+  int cut_rounds = 0;
+  int down_after_rounds = 60;
   // Scripted runs: which rounds the writer changes something (default: random),
   // and frames to lose on top of the random drops.
   std::function<bool(int round)> write_at;
@@ -140,6 +146,8 @@ class Model {
     EXPECT_GT(resent_frames_, 0u);
   }
 
+  uint64_t collects_while_down() const { return collects_while_down_; }
+
   std::string Summary() const {
     std::string s = "seed " + std::to_string(p_.seed) + " area " + std::to_string(p_.area_bytes) +
                     ": writer at " + std::to_string(wv_) + ", sender at " +
@@ -160,6 +168,7 @@ class Model {
 
  private:
   static constexpr int kMaxReported = 5;
+  static constexpr uint16_t kCutHost = 11;
 
   struct Packet {
     Bytes bytes;
@@ -261,6 +270,15 @@ class Model {
       }
       if (i == 1 && round_ == p_.restart_round) Restart(r);
     }
+    if (p_.cut_round >= 0 && round_ == p_.cut_round + p_.down_after_rounds &&
+        p_.down_after_rounds < p_.cut_rounds) {
+      sender_.SetHostUp(kCutHost, false);
+      cut_host_down_ = true;
+    }
+    if (p_.cut_round >= 0 && round_ == p_.cut_round + p_.cut_rounds) {
+      sender_.SetHostUp(kCutHost, true);  // heard from again
+      cut_host_down_ = false;
+    }
     if (writing && (p_.write_at ? p_.write_at(round_) : Coin(0.7))) WriterStep();
     ExportStep();
     for (auto& r : replicas_) {
@@ -338,6 +356,7 @@ class Model {
         changed.AddAll();
       }
       sender_.Collected(wv_, changed);
+      if (cut_host_down_) ++collects_while_down_;  // it holds nothing back
       shadow_ = writer_;
       history_[wv_] = shadow_;
       while (history_.size() > kHistory) history_.erase(history_.begin());
@@ -350,6 +369,10 @@ class Model {
     for (int guard = 0; guard < 2 * p_.hosts && sender_.NextTransfer(now_, kRtoNs, &t); ++guard) {
       ++transfers_;
       CheckCovers(t);
+      if (cut_host_down_ && std::find(t.hosts.begin(), t.hosts.end(), kCutHost) != t.hosts.end()) {
+        ADD_FAILURE() << "a transfer to host " << kCutHost << " while it is down (round " << round_ << ")";
+        ++failures_;
+      }
       const bool group = t.hosts.size() > 1;
       const wire::DataFrameWriter writer(
           p_.frame_bytes, DataHeader(t, group ? wire::kAllHosts : t.hosts.front()));
@@ -371,7 +394,13 @@ class Model {
     }
   }
 
+  bool Cut(uint16_t host) const {
+    return host == kCutHost && p_.cut_round >= 0 && round_ >= p_.cut_round &&
+           round_ < p_.cut_round + p_.cut_rounds;
+  }
+
   void Route(Replica& r, const Bytes& frame) {
+    if (Cut(r.host)) return;
     if (Coin(p_.drop)) return;
     if (r.host == 10 + p_.hosts - 1 && Coin(p_.slow_host_drop)) return;
     if (p_.lose_frame) {
@@ -548,7 +577,7 @@ class Model {
     a.missing.resize(r.rx->MissingRanges(a.missing.data(), a.missing.size()));
     a.due_round = Coin(0.3) ? round_ + 1 : round_;
     r.last_ack_ns = now_;
-    if (Coin(p_.ack_drop)) return;
+    if (Coin(p_.ack_drop) || Cut(r.host)) return;
     acks_.push_back(std::move(a));
   }
 
@@ -621,6 +650,8 @@ class Model {
 
   uint64_t collects_ = 0, transfers_ = 0, frames_delivered_ = 0, resent_frames_ = 0;
   uint64_t corrupt_rejected_ = 0;
+  bool cut_host_down_ = false;
+  uint64_t collects_while_down_ = 0;
   int failures_ = 0;
   std::vector<uint64_t> stats_ = std::vector<uint64_t>(static_cast<size_t>(DropReason::kCount), 0);
 };
@@ -749,6 +780,26 @@ TEST(ReplicationModelTest, NackOfAVersionZeroTransferIsNotAnAckOfVersionZero) {
   SCOPED_TRACE(m.Summary());
   ASSERT_TRUE(converged) << "the replica never completes a first version";
   m.ExpectConvergedExactly();
+}
+
+// A host cut off long enough to be marked down is sent nothing meanwhile and
+// holds nothing back (the writer's versions keep being collected for the
+// others); once back it gets what it missed and ends equal.
+TEST(ReplicationModelTest, AHostCutOffIsSentNothingWhileDownAndCatchesUpOnceBack) {
+  for (uint64_t seed : {81, 82, 83}) {
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    Params p;
+    p.seed = seed;
+    p.cut_round = 40;
+    p.cut_rounds = 120;
+    Model m(p);
+    const bool converged = m.Run();
+    SCOPED_TRACE(m.Summary());
+    ASSERT_FALSE(::testing::Test::HasFailure());
+    ASSERT_TRUE(converged) << "replicas did not converge after the cut healed";
+    m.ExpectConvergedExactly();
+    EXPECT_GT(m.collects_while_down(), 3u) << "the down host held back the others";
+  }
 }
 
 // The same, found by the randomized model when the area starts at version 0

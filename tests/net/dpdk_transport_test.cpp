@@ -455,6 +455,16 @@ class VethTest : public ::testing::Test {
     ASSERT_TRUE(Shell("ip link set " + b_ + " up"));
   }
 
+  // A veth pair of `mtu` with an af_packet transport on each end: A (host
+  // kHostA) on a_, B on b_. Both null if either failed to open.
+  std::pair<std::unique_ptr<Transport>, std::unique_ptr<Transport>> OpenAfPacketPair(uint32_t mtu) {
+    MakePair(mtu);
+    auto a = Open(Config("net_af_packet0,iface=" + a_, kHostA, kMacA, kIpA, mtu));
+    auto b = Open(Config("net_af_packet1,iface=" + b_, kHostB, kMacB, kIpB, mtu));
+    if (!a || !b) return {};
+    return {std::move(a), std::move(b)};
+  }
+
   std::string a_, b_;
   int original_ns_ = -1;
   bool in_private_ns_ = false;
@@ -471,9 +481,7 @@ void ExchangeBothWays(Transport& a, Transport& b, size_t bytes, uint32_t count) 
 }
 
 TEST_F(VethTest, AfPacketMtu1500) {
-  MakePair(1500);
-  auto a = Open(Config("net_af_packet0,iface=" + a_, kHostA, kMacA, kIpA));
-  auto b = Open(Config("net_af_packet1,iface=" + b_, kHostB, kMacB, kIpB));
+  auto [a, b] = OpenAfPacketPair(1500);
   ASSERT_TRUE(a && b);
   ExchangeBothWays(*a, *b, a->max_payload_bytes(), 3000);
   ExchangeBothWays(*a, *b, 18, 100);
@@ -482,18 +490,14 @@ TEST_F(VethTest, AfPacketMtu1500) {
 }
 
 TEST_F(VethTest, AfPacketJumboMtu9000) {
-  MakePair(9000);
-  auto a = Open(Config("net_af_packet0,iface=" + a_, kHostA, kMacA, kIpA, 9000));
-  auto b = Open(Config("net_af_packet1,iface=" + b_, kHostB, kMacB, kIpB, 9000));
+  auto [a, b] = OpenAfPacketPair(9000);
   ASSERT_TRUE(a && b);
   EXPECT_EQ(a->max_payload_bytes(), 8972u);
   ExchangeBothWays(*a, *b, 8972, 2000);
 }
 
 TEST_F(VethTest, AfPacketSendsTailsInPlaceAndLetsGoOfThemOnceSent) {
-  MakePair(9000);
-  auto a = Open(Config("net_af_packet0,iface=" + a_, kHostA, kMacA, kIpA, 9000));
-  auto b = Open(Config("net_af_packet1,iface=" + b_, kHostB, kMacB, kIpB, 9000));
+  auto [a, b] = OpenAfPacketPair(9000);
   ASSERT_TRUE(a && b);
   std::unique_ptr<TailHold> hold = a->NewTailHold();
   ASSERT_NE(hold, nullptr) << "af_packet copies frames out as it sends them: tails can be attached";
@@ -526,9 +530,7 @@ TEST_F(VethTest, AfPacketSendsTailsInPlaceAndLetsGoOfThemOnceSent) {
 // Memory about to go away (a freed area): its queued frames are dropped and
 // counted, the frames of other memory still go, in order.
 TEST_F(VethTest, DroppingTailsDropsOnlyTheQueuedFramesOfThatHold) {
-  MakePair(9000);
-  auto a = Open(Config("net_af_packet0,iface=" + a_, kHostA, kMacA, kIpA, 9000));
-  auto b = Open(Config("net_af_packet1,iface=" + b_, kHostB, kMacB, kIpB, 9000));
+  auto [a, b] = OpenAfPacketPair(9000);
   ASSERT_TRUE(a && b);
   std::unique_ptr<TailHold> going = a->NewTailHold();
   std::unique_ptr<TailHold> staying = a->NewTailHold();
