@@ -20,49 +20,6 @@
 namespace dsm::testing {
 namespace {
 
-struct Stamp {
-  uint64_t version;
-  uint64_t hash;
-};
-
-bool Init(const std::string& socket) {
-  dsm_init_opts opts{};
-  opts.socket_path = socket.c_str();
-  return dsm_init(&opts) == DSM_OK;
-}
-
-// A reader that attaches, waits for `want` and checks the snapshot is exactly
-// one version. Returns 0, or a code saying which step failed.
-int AttachAndCheck(const std::string& socket, uint64_t want, size_t area_bytes, uint64_t* seen) {
-  if (!Init(socket)) return 30;
-  const void* p = nullptr;
-  if (dsm_attach("mh/area", 20000, &p, nullptr) != DSM_OK) return 31;
-  if (dsm_wait_version(p, want, 20000) != DSM_OK) return 32;
-  const auto* bytes = static_cast<const uint8_t*>(p);
-  Stamp s;
-  std::memcpy(&s, bytes, sizeof(s));
-  *seen = dsm_version(p);
-  if (s.version != *seen || s.hash != XXH3_64bits(bytes + 64, area_bytes - 64)) return 33;
-  return dsm_fini() == DSM_OK ? 0 : 34;
-}
-
-// Every host sees `host` up (or, with `up` false, down) within `ms`.
-bool AllSee(const VirtualCluster& cluster, int hosts, int host, bool up, int ms) {
-  return WaitFor(
-      [&] {
-        for (int h = 1; h <= hosts; ++h) {
-          if (h == host) continue;
-          const auto ctl = cluster.Dsmctl(h);
-          if (!ctl.is_object() || !ctl.contains("hosts")) return false;
-          bool seen = false;
-          for (const auto& e : ctl["hosts"]) seen |= e["id"] == host && e["up"] == up;
-          if (!seen) return false;
-        }
-        return true;
-      },
-      ms);
-}
-
 void KillAndRestartAReaderHost(const std::string& cluster_args) {
   if (const std::string why = MultihostUnavailableReason(); !why.empty()) GTEST_SKIP() << why;
   VirtualCluster cluster(3, {}, cluster_args);
@@ -88,11 +45,11 @@ void KillAndRestartAReaderHost(const std::string& cluster_args) {
   ASSERT_GT(pid, 0);
   ASSERT_EQ(kill(pid, SIGKILL), 0);
   ASSERT_TRUE(WaitFor([&] { return kill(pid, 0) != 0; }, 5000));
-  ASSERT_TRUE(AllSee(cluster, 3, 2, false, 5000));
+  ASSERT_TRUE(cluster.OthersSee(2, false, 5000));
   ASSERT_TRUE(cluster.StartDaemon(2));
   // Both other hosts hear from it again (on memif: host 3's link to it is a
   // client of the restarted daemon's server, and reconnects).
-  EXPECT_TRUE(AllSee(cluster, 3, 2, true, 8000));
+  EXPECT_TRUE(cluster.OthersSee(2, true, 8000));
 
   res->wanted_after = b->writer_version.load();
   const pid_t second =
@@ -205,7 +162,7 @@ TEST(Failures, AReaderHostThatGoesSilentIsSentNothingUntilItIsBackThenCatchesUp)
   const int daemon2 = cluster.DaemonPid(2);
   ASSERT_GT(daemon2, 0);
   ASSERT_EQ(kill(daemon2, SIGSTOP), 0);
-  const bool marked_down = AllSee(cluster, 2, 2, false, 5000);
+  const bool marked_down = cluster.OthersSee(2, false, 5000);
   const auto transfers = [&] {
     const auto ctl = cluster.Dsmctl(1);
     return ctl.is_object() ? ctl["counters"]["transfers_sent"].get<uint64_t>() : UINT64_MAX;
@@ -221,7 +178,7 @@ TEST(Failures, AReaderHostThatGoesSilentIsSentNothingUntilItIsBackThenCatchesUp)
   ASSERT_NE(sent_later, UINT64_MAX) << "dsmctl on host 1 failed";
   EXPECT_GT(version_later, version_down + 50) << "the writer went on publishing";
   EXPECT_EQ(sent_later, sent_down) << "transfers to a host marked down";
-  EXPECT_TRUE(AllSee(cluster, 2, 2, true, 8000));
+  EXPECT_TRUE(cluster.OthersSee(2, true, 8000));
   // Back up: what it missed goes at once (not when the reader times out).
   EXPECT_TRUE(WaitFor([&] { const uint64_t n = transfers(); return n != UINT64_MAX && n > sent_later; }, 5000))
       << "nothing was sent to the host once it was back";
@@ -269,7 +226,7 @@ TEST(Failures, AReplicaFreedWhileItsHostWasAwayLeavesTheAreaThatTookItsSlotAlone
   const int daemon1 = cluster.DaemonPid(1);
   ASSERT_GT(daemon1, 0);
   ASSERT_EQ(kill(daemon1, SIGSTOP), 0);
-  ASSERT_TRUE(AllSee(cluster, 2, 1, false, 10000)) << "host 2 never marked the stopped host 1 down";
+  ASSERT_TRUE(cluster.OthersSee(1, false, 10000)) << "host 2 never marked the stopped host 1 down";
   // A local writer on host 2 takes the name: 0x5a everywhere, a few versions.
   const pid_t local = Spawn([&] {
     if (!Init(cluster.socket(2))) return 50;
@@ -288,7 +245,7 @@ TEST(Failures, AReplicaFreedWhileItsHostWasAwayLeavesTheAreaThatTookItsSlotAlone
   ASSERT_TRUE(WaitFor([&] { return res->local_published.load(); }, 20000));
   ASSERT_EQ(kill(daemon1, SIGCONT), 0);
   // Host 1 is back, its writer still publishing: give it time to resend.
-  ASSERT_TRUE(AllSee(cluster, 2, 1, true, 10000));
+  ASSERT_TRUE(cluster.OthersSee(1, true, 10000));
   std::this_thread::sleep_for(std::chrono::milliseconds(1000));
   const pid_t check = Spawn([&] {
     if (!Init(cluster.socket(2))) return 60;

@@ -23,19 +23,26 @@ struct Node {
   uint64_t value;
 };
 
+}  // namespace
+
 bool Init(const std::string& socket) {
   dsm_init_opts opts{};
   opts.socket_path = socket.c_str();
   return dsm_init(&opts) == DSM_OK;
 }
 
-// The stamp in line 0: the version and the hash of everything after line 0.
-struct Stamp {
-  uint64_t version;
-  uint64_t hash;
-};
-
-}  // namespace
+int AttachAndCheck(const std::string& socket, uint64_t want, size_t area_bytes, uint64_t* seen) {
+  if (!Init(socket)) return 30;
+  const void* p = nullptr;
+  if (dsm_attach("mh/area", 20000, &p, nullptr) != DSM_OK) return 31;
+  if (dsm_wait_version(p, want, 20000) != DSM_OK) return 32;
+  const auto* bytes = static_cast<const uint8_t*>(p);
+  Stamp s;
+  std::memcpy(&s, bytes, sizeof(s));
+  *seen = dsm_version(p);
+  if (s.version != *seen || s.hash != XXH3_64bits(bytes + 64, area_bytes - 64)) return 33;
+  return dsm_fini() == DSM_OK ? 0 : 34;
+}
 
 int RunWriter(const std::string& socket, const WorkloadOptions& o, WorkloadBoard* b) {
   if (!Init(socket)) return 10;
@@ -65,7 +72,7 @@ int RunWriter(const std::string& socket, const WorkloadOptions& o, WorkloadBoard
   const size_t lines = o.area_bytes / kLine;
   const size_t per_version = std::max<size_t>(1, static_cast<size_t>(o.dirty_fraction * lines));
   std::uniform_int_distribution<size_t> pick(1, lines - 1);
-  for (uint64_t v = 1; v <= o.versions; ++v) {
+  for (uint64_t v = 1; v <= o.versions && !b->writer_stop; ++v) {
     for (size_t i = 0; i < per_version; ++i) {
       const size_t line = pick(rng);
       uint64_t* w = reinterpret_cast<uint64_t*>(bytes + line * kLine);

@@ -31,6 +31,7 @@ struct WorkloadBoard {
   std::atomic<int> readers_done{0};
   std::atomic<bool> writer_done{false};
   std::atomic<bool> writer_may_exit{false};
+  std::atomic<bool> writer_stop{false};  // publish no more: the last version is final
   std::atomic<uint64_t> writer_version{0};
   uint64_t writer_hash = 0;
   uint64_t list_sum = 0;
@@ -45,6 +46,21 @@ struct WorkloadOptions {
   int readers = 2;
   int reader_timeout_s = 60;
 };
+
+// The stamp in line 0 of each version: its number and the XXH3 of everything
+// after line 0.
+struct Stamp {
+  uint64_t version;
+  uint64_t hash;
+};
+
+// dsm_init with the daemon at `socket`.
+bool Init(const std::string& socket);
+
+// A reader that attaches "mh/area", waits for version `want` and checks the
+// snapshot is exactly one version (*seen: which). Returns 0, or a code saying
+// which step failed.
+int AttachAndCheck(const std::string& socket, uint64_t want, size_t area_bytes, uint64_t* seen);
 
 // Run in forked children; return 0 on success (the board has the details).
 int RunWriter(const std::string& socket, const WorkloadOptions& o, WorkloadBoard* b);

@@ -35,7 +35,8 @@ int VirtualCluster::Run(const std::string& command) {
 }
 
 VirtualCluster::VirtualCluster(int hosts, std::vector<std::string> dsmd_args,
-                               std::string cluster_args) {
+                               std::string cluster_args)
+    : hosts_(hosts) {
   char tmpl[] = "/tmp/dsm-mh-XXXXXX";
   if (!mkdtemp(tmpl)) return;
   dir_ = tmpl;
@@ -87,6 +88,22 @@ nlohmann::json VirtualCluster::Dsmctl(int host) const {
 
 int VirtualCluster::Exec(int host, const std::string& command) const {
   return Run(ClusterScript() + " exec " + std::to_string(host) + " --dir " + dir_ + " -- " + command);
+}
+
+bool VirtualCluster::OthersSee(int host, bool up, int ms) const {
+  return WaitFor(
+      [&] {
+        for (int h = 1; h <= hosts_; ++h) {
+          if (h == host) continue;
+          const auto ctl = Dsmctl(h);
+          if (!ctl.is_object() || !ctl.contains("hosts")) return false;
+          bool seen = false;
+          for (const auto& e : ctl["hosts"]) seen |= e["id"] == host && e["up"] == up;
+          if (!seen) return false;
+        }
+        return true;
+      },
+      ms);
 }
 
 }  // namespace dsm::testing

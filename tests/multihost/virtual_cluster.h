@@ -28,6 +28,9 @@ class VirtualCluster {
   bool StartDaemon(int host);
   // dsmctl --json of a host's daemon (null on failure).
   nlohmann::json Dsmctl(int host) const;
+  // Every other host's daemon reports `host` up (or, with `up` false, down)
+  // within `ms`.
+  bool OthersSee(int host, bool up, int ms) const;
   // Runs a shell command; returns its exit status.
   static int Run(const std::string& command);
   // Runs `command` in host's network namespace.
@@ -36,6 +39,7 @@ class VirtualCluster {
  private:
   std::string dir_;
   std::string dsmd_args_;
+  int hosts_ = 0;
   bool ok_ = false;
 };
 

@@ -1,0 +1,106 @@
+// Soak (suite 'soak'): three hosts replicate while the network loses,
+// duplicates, reorders and corrupts frames, and the reader hosts' daemons are
+// stopped for a while (host 2: marked down when longer than 500 ms) or killed
+// and restarted (host 3), at random. The reader on host 2 stays attached
+// throughout: every snapshot it sees must be one complete version, versions
+// only increase, and it ends on the writer's last version, byte for byte.
+// After each restart, host 3 must serve a version at least as new as the
+// writer's at that moment, complete.
+//   DSM_SOAK_SECONDS (default 40) of chaos, DSM_SOAK_SEED (default 1).
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <chrono>
+#include <cstdio>
+#include <random>
+#include <string>
+#include <thread>
+
+#include "tests/multihost/replication_workload.h"
+#include "tests/multihost/virtual_cluster.h"
+#include "tests/support/child_process.h"
+#include "tests/support/env.h"
+
+namespace dsm::testing {
+namespace {
+
+struct Tally {
+  int pauses = 0;
+  int long_pauses = 0;  // past the 500 ms after which a host is marked down
+  int restarts = 0;
+  int checks_after_restart = 0;
+};
+
+TEST(ChaosSoak, ReplicasStayCompleteAndEndEqualThroughFaultsPausesAndRestarts) {
+  if (const std::string why = MultihostUnavailableReason(); !why.empty()) GTEST_SKIP() << why;
+  const uint64_t seconds = EnvOr("DSM_SOAK_SECONDS", 40);
+  const uint64_t seed = EnvOr("DSM_SOAK_SEED", 1);
+  VirtualCluster cluster(3, {"--fault-drop", "0.01", "--fault-duplicate", "0.01", "--fault-reorder",
+                             "0.01", "--fault-corrupt", "0.002", "--fault-seed", std::to_string(seed)});
+  ASSERT_TRUE(cluster.ok());
+  WorkloadOptions o;
+  o.versions = UINT64_MAX / 2;  // until the test says stop
+  o.readers = 1;
+  o.reader_timeout_s = static_cast<int>(seconds) + 120;
+  Shared<WorkloadBoard> b;
+  const pid_t writer = Spawn([&] { return RunWriter(cluster.socket(1), o, &*b); });
+  ASSERT_TRUE(WaitFor([&] { return b->allocated.load(); }, 20000));
+  const pid_t reader = Spawn([&] { return RunReader(cluster.socket(2), 0, o, &*b); });
+  ASSERT_TRUE(WaitFor([&] { return b->writer_version.load() >= 20; }, 30000));
+
+  std::mt19937_64 rng(seed);
+  const auto pick = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+  Tally tally;
+  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
+  while (std::chrono::steady_clock::now() < end && !HasFailure()) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(pick(200, 1500)));
+    if (pick(0, 2) < 2) {
+      // Host 2's daemon stops for a while; its reader waits, attached.
+      const int pid = cluster.DaemonPid(2);
+      ASSERT_GT(pid, 0);
+      const int ms = pick(50, 1500);
+      ASSERT_EQ(kill(pid, SIGSTOP), 0);
+      std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+      ASSERT_EQ(kill(pid, SIGCONT), 0);
+      ++tally.pauses;
+      tally.long_pauses += ms > 500;
+    } else {
+      // Host 3's daemon dies and comes back; it must catch up from nothing.
+      const int pid = cluster.DaemonPid(3);
+      ASSERT_GT(pid, 0);
+      ASSERT_EQ(kill(pid, SIGKILL), 0);
+      ASSERT_TRUE(WaitFor([&] { return kill(pid, 0) != 0; }, 5000));
+      ASSERT_TRUE(cluster.StartDaemon(3));
+      ++tally.restarts;
+      const uint64_t want = b->writer_version.load();
+      uint64_t seen = 0;
+      const pid_t check = Spawn([&] { return AttachAndCheck(cluster.socket(3), want, o.area_bytes, &seen); });
+      EXPECT_EQ(Reap(check, 60000), 0) << "host 3 after restart " << tally.restarts << " (wanted version "
+                                       << want << ")";
+      ++tally.checks_after_restart;
+    }
+  }
+  b->writer_stop = true;
+  EXPECT_EQ(Reap(reader, (static_cast<int>(seconds) + 150) * 1000), 0);
+  const uint64_t last = b->writer_version.load();
+  uint64_t seen = 0;
+  const pid_t final_check = Spawn([&] { return AttachAndCheck(cluster.socket(3), last, o.area_bytes, &seen); });
+  EXPECT_EQ(Reap(final_check, 60000), 0) << "host 3 never served the writer's last version " << last;
+  b->writer_may_exit = true;
+  EXPECT_EQ(Reap(writer, 60000), 0);
+
+  std::printf("chaos soak: %llu s, seed %llu: %d pauses of host 2 (%d past 500 ms), %d restarts of host 3; "
+              "writer's last version %llu\n",
+              static_cast<unsigned long long>(seconds), static_cast<unsigned long long>(seed), tally.pauses,
+              tally.long_pauses, tally.restarts, static_cast<unsigned long long>(last));
+  const ReaderReport& r = b->readers[0];
+  EXPECT_EQ(r.torn, 0u) << "a snapshot that was not one complete version";
+  EXPECT_EQ(r.backwards, 0u);
+  EXPECT_EQ(r.list_sum, b->list_sum);
+  EXPECT_EQ(r.final_version, last);
+  EXPECT_EQ(r.final_hash, b->writer_hash);
+  EXPECT_GT(tally.pauses + tally.restarts, 0);
+}
+
+}  // namespace
+}  // namespace dsm::testing
