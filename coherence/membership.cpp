@@ -12,6 +12,7 @@ Membership::Event Membership::Heard(uint16_t host, uint64_t incarnation, uint64_
   if (it == peers_.end()) return Event::kNone;
   Peer& p = it->second;
   p.last_heard_ns = now_ns;
+  if (incarnation == 0 && !p.up && p.incarnation != 0) return Event::kNone;  // wait for its heartbeat
   Event e = Event::kNone;
   if (incarnation != 0 && p.incarnation != 0 && incarnation != p.incarnation) {
     e = Event::kRestarted;

@@ -15,6 +15,8 @@ class Membership {
 
   enum class Event { kNone, kCameUp, kRestarted };
   // Something arrived from `host` (heartbeat: incarnation known; other frames: 0).
+  // A host that went down comes back up only with a heartbeat: only its
+  // incarnation tells whether it was silent (kCameUp) or restarted.
   Event Heard(uint16_t host, uint64_t incarnation, uint64_t now_ns);
   // Hosts that went silent for longer than down_after_ns since the last call.
   std::vector<uint16_t> Expire(uint64_t now_ns);

@@ -84,6 +84,21 @@ TEST(MembershipTest, AnExpiredHostComesBackUpOrRestarted) {
   EXPECT_EQ(m.Heard(2, 23, kDownAfter + 3), Membership::Event::kNone);
 }
 
+TEST(MembershipTest, AnExpiredHostIsBackOnlyWithAHeartbeatThatSaysWhetherItRestarted) {
+  Membership m({1, 2}, kDownAfter);
+  m.Heard(1, 11, 0);
+  m.Heard(2, 22, 0);
+  ASSERT_EQ(m.Expire(kDownAfter + 1).size(), 2u);
+  // Data or a subscription first: from the same daemon, or from a new one?
+  EXPECT_EQ(m.Heard(1, 0, kDownAfter + 2), Membership::Event::kNone);
+  EXPECT_EQ(m.Heard(2, 0, kDownAfter + 2), Membership::Event::kNone);
+  EXPECT_FALSE(m.up(1));
+  EXPECT_FALSE(m.up(2));
+  EXPECT_EQ(m.Heard(1, 11, kDownAfter + 3), Membership::Event::kCameUp);
+  EXPECT_EQ(m.Heard(2, 23, kDownAfter + 3), Membership::Event::kRestarted);
+  EXPECT_TRUE(m.up(1) && m.up(2));
+}
+
 TEST(MembershipTest, UnknownHostsAreIgnored) {
   Membership m({1}, kDownAfter);
   EXPECT_FALSE(m.known(7));
