@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <random>
@@ -100,6 +101,64 @@ TEST(ChaosSoak, ReplicasStayCompleteAndEndEqualThroughFaultsPausesAndRestarts) {
   EXPECT_EQ(r.final_version, last);
   EXPECT_EQ(r.final_hash, b->writer_hash);
   EXPECT_GT(tally.pauses + tally.restarts, 0);
+}
+
+// Frames whose lines are read in place from the buffer dsmd pins wait in the
+// transport while the peer's ring is full (its daemon stopped for a moment,
+// shorter than the 50 ms after which they are dropped). The writer wants that
+// buffer back meanwhile: dsmd must not let go of it before those frames are
+// sent, or they carry lines of a later version under the checksum of the
+// earlier one. Memif links, every line changed in every version (so frames
+// carry their lines in place), short pauses of host 2's daemon at random.
+TEST(ChaosSoak, FramesQueuedBehindAPausedPeerCarryTheBytesTheyWereFramedWith) {
+  if (const std::string why = MultihostUnavailableReason(); !why.empty()) GTEST_SKIP() << why;
+  const uint64_t seconds = std::max<uint64_t>(5, EnvOr("DSM_SOAK_SECONDS", 40) / 3);
+  const uint64_t seed = EnvOr("DSM_SOAK_SEED", 1);
+  VirtualCluster cluster(2, {}, "--device memif");
+  ASSERT_TRUE(cluster.ok());
+  WorkloadOptions o;
+  o.versions = UINT64_MAX / 2;
+  o.readers = 1;
+  o.area_bytes = 4u << 20;
+  o.dirty_fraction = 1.0;
+  o.pause_us = 0;
+  o.reader_timeout_s = static_cast<int>(seconds) + 120;
+  Shared<WorkloadBoard> b;
+  const pid_t writer = Spawn([&] { return RunWriter(cluster.socket(1), o, &*b); });
+  ASSERT_TRUE(WaitFor([&] { return b->allocated.load(); }, 20000));
+  const pid_t reader = Spawn([&] { return RunReader(cluster.socket(2), 0, o, &*b); });
+  ASSERT_TRUE(WaitFor([&] { return b->writer_version.load() >= 5; }, 30000));
+  std::mt19937_64 rng(seed);
+  const auto pick = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+  int pauses = 0;
+  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
+  while (std::chrono::steady_clock::now() < end) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(pick(20, 200)));
+    const int pid = cluster.DaemonPid(2);
+    ASSERT_GT(pid, 0);
+    ASSERT_EQ(kill(pid, SIGSTOP), 0);
+    std::this_thread::sleep_for(std::chrono::milliseconds(pick(2, 40)));
+    ASSERT_EQ(kill(pid, SIGCONT), 0);
+    ++pauses;
+  }
+  b->writer_stop = true;
+  EXPECT_EQ(Reap(reader, (static_cast<int>(seconds) + 150) * 1000), 0);
+  b->writer_may_exit = true;
+  EXPECT_EQ(Reap(writer, 60000), 0);
+  const auto c1 = cluster.Dsmctl(1);
+  const auto c2 = cluster.Dsmctl(2);
+  ASSERT_TRUE(c1.is_object() && c2.is_object());
+  std::printf("queued tails soak: %llu s, %d pauses; writer's last version %llu; host 1 %s; host 2 %s\n",
+              static_cast<unsigned long long>(seconds), pauses,
+              static_cast<unsigned long long>(b->writer_version.load()), c1["counters"].dump().c_str(),
+              c2["counters"].dump().c_str());
+  EXPECT_GT(c1["counters"]["tx_tail_frames"].get<uint64_t>(), 0u);
+  EXPECT_EQ(c2["counters"]["dropped"]["bad_checksum"].get<uint64_t>(), 0u)
+      << "frames sent with lines changed after they were framed";
+  const ReaderReport& r = b->readers[0];
+  EXPECT_EQ(r.torn, 0u);
+  EXPECT_EQ(r.final_version, b->writer_version.load());
+  EXPECT_EQ(r.final_hash, b->writer_hash);
 }
 
 }  // namespace
