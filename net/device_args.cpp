@@ -162,7 +162,7 @@ bool BuildAfPacket(ArgList* args, uint32_t ring_frames, uint32_t page_bytes, Dev
       return false;
     }
   } else {
-    fc = RoundUp(std::max(ring_frames, 1u), per_block);
+    fc = RoundUp(std::max({ring_frames, kAfPacketMinRingBytes / fs, 1u}), per_block);
     args->Add("framecnt", fc);
   }
   spec->framesz = fs;

@@ -55,10 +55,10 @@ TEST(DeviceArgsTest, AfPacketMtu1500) {
   EXPECT_EQ(s.max_frame_bytes, 1514u);
   EXPECT_EQ(s.framesz, 1584u);    // 1514 + 66 rounded to 16
   EXPECT_EQ(s.blocksz, 405504u);  // lcm(1584, 4096): 256 slots per block
-  EXPECT_EQ(s.framecnt, 4096u);
+  EXPECT_EQ(s.framecnt, 21248u);  // 32 MiB of slots, in whole blocks
   EXPECT_EQ(s.rx_data_room_bytes, 1584u - 32 + 128);
   EXPECT_EQ(s.devargs,
-            "net_af_packet0,iface=veth0,qpairs=1,framesz=1584,blocksz=405504,framecnt=4096");
+            "net_af_packet0,iface=veth0,qpairs=1,framesz=1584,blocksz=405504,framecnt=21248");
   ExpectAfPacketInvariants(s);
 }
 
@@ -90,9 +90,14 @@ TEST(DeviceArgsTest, AfPacketEveryMtuIsConsistent) {
   EXPECT_TRUE(Contains(e, "65344")) << e;
 }
 
-TEST(DeviceArgsTest, AfPacketSmallRingRoundsToBlocks) {
-  const DeviceSpec s = Build("net_af_packet0,iface=v", 1500, 100);
-  EXPECT_EQ(s.framecnt, 256u);  // one block of 256 slots
+TEST(DeviceArgsTest, AfPacketRingsHoldAtLeast32MiBInWholeBlocks) {
+  // Asked for 100 slots: raised to 32 MiB of them, in blocks of 256.
+  const DeviceSpec small = Build("net_af_packet0,iface=v", 1500, 100);
+  EXPECT_EQ(small.framecnt, 21248u);
+  EXPECT_GE(small.framecnt * small.framesz, 32u << 20);
+  // Asked for more: as asked, in whole blocks.
+  const DeviceSpec big = Build("net_af_packet0,iface=v", 1500, 30000);
+  EXPECT_EQ(big.framecnt, 30208u);  // 118 blocks of 256
 }
 
 TEST(DeviceArgsTest, AfPacketKeepsValidUserSizes) {
