@@ -162,7 +162,8 @@ bool BuildAfPacket(ArgList* args, uint32_t ring_frames, uint32_t page_bytes, Dev
       return false;
     }
   } else {
-    fc = RoundUp(std::max({ring_frames, kAfPacketMinRingBytes / fs, 1u}), per_block);
+    const uint32_t floor_frames = (kAfPacketMinRingBytes + fs - 1) / fs;
+    fc = RoundUp(std::max({ring_frames, floor_frames, 1u}), per_block);
     args->Add("framecnt", fc);
   }
   spec->framesz = fs;

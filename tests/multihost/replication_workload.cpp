@@ -93,7 +93,8 @@ int RunWriter(const std::string& socket, const WorkloadOptions& o, WorkloadBoard
   b->writer_hash = XXH3_64bits(p, o.area_bytes);
   b->writer_done = true;
   // Stay (and keep confirming our state) until the readers are done.
-  for (int i = 0; i < 120000 && !b->writer_may_exit && b->readers_done < o.readers; ++i) {
+  for (int i = 0; i < 120000 && !b->writer_may_exit && (b->readers_done < o.readers || b->writer_hold);
+       ++i) {
     dsm_service();
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }

@@ -32,6 +32,7 @@ struct WorkloadBoard {
   std::atomic<bool> writer_done{false};
   std::atomic<bool> writer_may_exit{false};
   std::atomic<bool> writer_stop{false};  // publish no more: the last version is final
+  std::atomic<bool> writer_hold{false};  // stay after the readers are done (until writer_may_exit)
   std::atomic<uint64_t> writer_version{0};
   uint64_t writer_hash = 0;
   uint64_t list_sum = 0;

@@ -84,6 +84,8 @@ TEST(DeviceArgsTest, AfPacketEveryMtuIsConsistent) {
   for (uint32_t mtu = kMinMtuBytes; mtu <= 65344; mtu += 97) {
     SCOPED_TRACE(mtu);
     ExpectAfPacketInvariants(Build("net_af_packet0,iface=v", mtu));
+    const DeviceSpec small = Build("net_af_packet0,iface=v", mtu, 100);
+    EXPECT_GE(uint64_t{small.framecnt} * small.framesz, uint64_t{32} << 20) << "rings hold 32 MiB";
   }
   ExpectAfPacketInvariants(Build("net_af_packet0,iface=v", 65344));  // largest: frame 65358
   const std::string e = Reject("net_af_packet0,iface=v", 65345);
