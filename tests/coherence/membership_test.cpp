@@ -70,11 +70,17 @@ TEST(MembershipTest, SilentHostsExpire) {
   EXPECT_EQ(m.last_heard_ns(2), 300'000'000u) << "expiry keeps the time last heard";
 }
 
-TEST(MembershipTest, AnExpiredHostComesBackUpOrRestarted) {
+// Hosts 1 (incarnation 11) and 2 (22), heard at 0 and expired since.
+Membership TwoExpiredHosts() {
   Membership m({1, 2}, kDownAfter);
   m.Heard(1, 11, 0);
   m.Heard(2, 22, 0);
-  ASSERT_EQ(m.Expire(kDownAfter + 1).size(), 2u);
+  EXPECT_EQ(m.Expire(kDownAfter + 1).size(), 2u);
+  return m;
+}
+
+TEST(MembershipTest, AnExpiredHostComesBackUpOrRestarted) {
+  Membership m = TwoExpiredHosts();
   // Same incarnation: it was only silent.
   EXPECT_EQ(m.Heard(1, 11, kDownAfter + 2), Membership::Event::kCameUp);
   EXPECT_TRUE(m.up(1));
@@ -85,10 +91,7 @@ TEST(MembershipTest, AnExpiredHostComesBackUpOrRestarted) {
 }
 
 TEST(MembershipTest, AnExpiredHostIsBackOnlyWithAHeartbeatThatSaysWhetherItRestarted) {
-  Membership m({1, 2}, kDownAfter);
-  m.Heard(1, 11, 0);
-  m.Heard(2, 22, 0);
-  ASSERT_EQ(m.Expire(kDownAfter + 1).size(), 2u);
+  Membership m = TwoExpiredHosts();
   // Data or a subscription first: from the same daemon, or from a new one?
   EXPECT_EQ(m.Heard(1, 0, kDownAfter + 2), Membership::Event::kNone);
   EXPECT_EQ(m.Heard(2, 0, kDownAfter + 2), Membership::Event::kNone);
