@@ -63,7 +63,6 @@ class RemoteSync {
   // each request that may free one, before anything can flush; Poll first.
   void DropTailsOfFreedExports();
 
-
  private:
   // An area of this host that other hosts replicate.
   struct ExportedArea {
