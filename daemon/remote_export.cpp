@@ -73,6 +73,8 @@ void RemoteSync::OnSubscribe(const wire::Frame& f, uint16_t host, uint64_t now_n
     e.shadow_stale = std::make_unique<LineSet>(a.size);
     e.shadow_stale->AddAll();  // the shadow does not exist yet
     e.tails = transport_->NewTailHold();
+    e.logs = std::make_unique<ExportLogReader>(
+        &a, reinterpret_cast<std::atomic<uint64_t>*>(backing_ + a.export_offset));
     a.export_enabled.store(1);  // from now on the writer logs each version's lines
     exports_.erase(index);
     it = exports_.emplace(index, std::move(e)).first;
@@ -94,46 +96,24 @@ bool RemoteSync::Collect(ExportedArea& e, uint64_t now_ns) {
   const bool repin = e.source_lost && e.sender->AnyDue(now_ns, CollectHoldNs(e));
   if (e.collected_once && latest <= e.sender->version() && !repin) return false;
   if (TailsInUse(e)) return false;  // the pin (and the shadow) stay as they are
-  auto* logs = reinterpret_cast<std::atomic<uint64_t>*>(backing_ + a.export_offset);
   if (!e.collected_once) e.pending->AddAll();  // the first copy: everything
-  // Consume the export log the writer is not using (flip, then wait for the
-  // publish it may be in: every version in the old log is then complete), and
-  // pin the newest version. If the writer published again in between, the pin
-  // is newer than what was consumed: consume again, so the lines we ship are
-  // exactly those changed up to the pinned version; on the last try take the
-  // other log's lines too (a superset is still exact, just larger). Until the
-  // new pin holds, the previous version's buffer stays pinned beside it
-  // (`held`): frames of that version may still be read from it.
+  // Take the lines the writer logged, and pin the newest version. If the
+  // writer published again in between, the pin is newer than what was taken:
+  // take again, so the lines we ship are exactly those changed up to the
+  // pinned version; on the last try add the writer's current log too (a
+  // superset is still exact, just larger). Until the new pin holds, the
+  // previous version's buffer stays pinned beside it (`held`): frames of that
+  // version may still be read from it.
   const uint32_t held = e.pinned >= 0 ? static_cast<uint32_t>(e.pinned) : kNoBuffer;
   constexpr int kAttempts = 4;
   LatestVersion pinned{};
   for (int attempt = 0;; ++attempt) {
-    const uint32_t old = a.export_index.load();
-    a.export_index.store(1 - old);
-    const uint64_t deadline = MonotonicNs() + kExportWaitNs;
-    while ((a.export_seq.load() & 1) != 0) {
-      // A writer that died mid-publish never completes it: its last version is final.
-      if (a.state.load() != static_cast<uint32_t>(AreaState::kLive)) break;
-      if (MonotonicNs() >= deadline) return false;  // what we consumed waits in `pending`
-      std::this_thread::yield();
-    }
-    // The writer is done with the old log (it ORs only into the current one,
-    // and its publish that began before the flip has ended): plain loads, and
-    // a store only where a page has lines (most do not at small fractions).
-    for (uint64_t page = 0; page < a.export_pages; ++page) {
-      std::atomic<uint64_t>& word = logs[old * a.export_pages + page];
-      const uint64_t mask = word.load(std::memory_order_relaxed);
-      if (mask == 0) continue;
-      word.store(0, std::memory_order_relaxed);
-      e.pending->AddMask(page, mask);
-    }
-    e.consumed_version = std::max(e.consumed_version, a.export_version[old].load());
+    // The writer is still in a publish: what was taken waits in `pending`.
+    if (!e.logs->Take(e.pending.get(), kExportWaitNs)) return false;
     if (!PinLatest(a, e.reader_slot, held, &pinned)) return false;
-    if (pinned.version <= e.consumed_version || !e.collected_once) break;
+    if (pinned.version <= e.logs->taken_version() || !e.collected_once) break;
     if (attempt + 1 == kAttempts) {
-      for (uint64_t page = 0; page < a.export_pages; ++page) {
-        e.pending->AddMask(page, logs[(1 - old) * a.export_pages + page].load(std::memory_order_relaxed));
-      }
+      e.logs->AddCurrent(e.pending.get());
       break;
     }
     SetPin(a, e.reader_slot, held);

@@ -25,6 +25,7 @@
 #include "daemon/area_directory.h"
 #include "daemon/cluster_config.h"
 #include "daemon/daemon_config.h"
+#include "daemon/export_log_reader.h"
 #include "daemon/tunables.h"
 #include "net/transport.h"
 
@@ -87,9 +88,9 @@ class RemoteSync {
     // no transfer of it can be framed any more; the next collect starts over.
     bool source_lost = false;
     LossMemory loss{kLossMemoryNs, kLossMemoryTransfers};  // receivers reported missing frames
+    std::unique_ptr<ExportLogReader> logs;  // what the writer's publishes changed
     bool collected_once = false;
-    std::unique_ptr<LineSet> pending;  // consumed from the export logs, not yet shipped
-    uint64_t consumed_version = 0;     // newest version whose lines were consumed
+    std::unique_ptr<LineSet> pending;  // taken from the export logs, not yet shipped
     // The transfer being handed to the transport (frames may not all fit at once).
     Transfer sending;
     uint32_t next_seq = 0;
