@@ -6,6 +6,7 @@
 #include <string>
 
 #include "coherence/constants.h"
+#include "coherence/sync_params.h"
 #include "daemon/backing.h"
 #include "net/transport.h"
 
@@ -28,6 +29,7 @@ struct DaemonConfig {
   bool busy_poll = false;     // spin without sleeping (hosts with a dedicated core)
   bool no_doorbell = false;   // writers never wake the daemon (for measurement)
   net::FaultConfig faults;    // injected on sent frames, for tests
+  SyncParams sync;            // remote sync's timings and sizes
 };
 
 }  // namespace dsm

@@ -82,6 +82,11 @@ int main(int argc, char** argv) {
   app.add_option("--fault-corrupt", cfg.faults.corrupt, "Tests: ... has a byte flipped")
       ->check(CLI::Range(0.0, 1.0));
   app.add_option("--fault-seed", cfg.faults.seed, "Tests: seed of the fault injector");
+  uint64_t export_wait_us = cfg.sync.export_wait_ns / 1000;
+  app.add_option("--export-wait-us", export_wait_us,
+                 "How long a collect waits for a writer inside a publish before trying again "
+                 "later, microseconds (tests make it short to reach that case often)")
+      ->capture_default_str();
   app.add_flag("--background", cfg.background,
                "Detach once the socket is ready (the command returns when dsmd serves)");
   app.add_option("--pid-file", cfg.pid_file, "Write the daemon's pid here");
@@ -96,6 +101,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   cfg.pace_bits_per_sec = static_cast<uint64_t>(pace_mbps * 1e6);
+  cfg.sync.export_wait_ns = export_wait_us * 1000;
   cfg.backing = backing == "memfd"       ? dsm::BackingChoice::kMemfd
                 : backing == "hugetlbfs" ? dsm::BackingChoice::kHugetlbfs
                                          : dsm::BackingChoice::kAuto;

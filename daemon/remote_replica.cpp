@@ -69,7 +69,7 @@ std::string RemoteSync::RequestReplica(const std::string& name, uint64_t now_ns)
       replicas_.push_back(std::move(fresh));
       spdlog::info("replicating '{}' from host {}", name, host);
     }
-    if (now_ns - r->subscribed_ns > kRetransmitTimeoutNs) {
+    if (now_ns - r->subscribed_ns > params_.retransmit_timeout_ns) {
       // Repeated until the first version arrives, in case a SUBSCRIBE is lost.
       SendSmall(net::Destination::Host(host), wire::FrameType::kSubscribe, r->origin_index,
                 r->origin_generation, 0, 0, 0, 0, {});
@@ -95,7 +95,7 @@ void RemoteSync::OnData(const wire::Frame& f, uint16_t host, uint64_t now_ns) {
     ++stats_.versions_received;
     SendAck(*r, now_ns);  // first: the sender may move on while we copy locally
     PublishReplica(*r, now_ns);
-  } else if (res.ack_now && now_ns - r->last_ack_ns >= kAckMinGapNs) {
+  } else if (res.ack_now && now_ns - r->last_ack_ns >= params_.ack_min_gap_ns) {
     // Frames we cannot use (another host's transfer, an old version) each ask
     // for an ack; one per gap is enough to tell the sender where we are.
     SendAck(*r, now_ns);
@@ -169,8 +169,8 @@ bool RemoteSync::ReplicaTurn(Replica& r, uint64_t now_ns) {
   // Received into the staging copy for want of a free buffer: look again.
   if (r.target < 0 && !r.receiver->assembling()) AimReplica(r, true);
   // Frames of a transfer stopped coming: say which are missing.
-  if (r.receiver->assembling() && now_ns - r.receiver->last_frame_ns() > kNackAfterNs &&
-      now_ns - r.last_ack_ns > kNackAfterNs) {
+  if (r.receiver->assembling() && now_ns - r.receiver->last_frame_ns() > params_.nack_after_ns &&
+      now_ns - r.last_ack_ns > params_.nack_after_ns) {
     SendAck(r, now_ns);
     return true;
   }
@@ -196,7 +196,7 @@ void RemoteSync::OnHostUp(uint16_t host) {
     if (r->origin_host == host) directory_->SetReplicaWriterAlive(r->local_index, true);
   }
   // Same incarnation (it was only silent): what it missed goes now.
-  for (auto& [index, e] : exports_) e.sender->SetHostUp(host, true);
+  for (auto& [index, e] : exports_) e.area->SetHostUp(host, true);
 }
 
 void RemoteSync::OnHostDown(uint16_t host) {
@@ -206,7 +206,7 @@ void RemoteSync::OnHostDown(uint16_t host) {
   }
   // It stays subscribed, but is sent nothing and holds nothing back (the
   // writer's free, the shadow) until it is heard from again.
-  for (auto& [index, e] : exports_) e.sender->SetHostUp(host, false);
+  for (auto& [index, e] : exports_) e.area->SetHostUp(host, false);
 }
 
 void RemoteSync::OnHostRestarted(uint16_t host) {

@@ -20,7 +20,8 @@ RemoteSync::RemoteSync(const DaemonConfig& config, const ClusterConfig& cluster,
       backing_(backing_base),
       stats_(segment->header.remote),
       // Differs at every start, so peers notice a restart.
-      incarnation_((MonotonicNs() << 16) ^ static_cast<uint64_t>(getpid())) {}
+      incarnation_((MonotonicNs() << 16) ^ static_cast<uint64_t>(getpid())),
+      params_(config.sync) {}
 
 RemoteSync::~RemoteSync() = default;
 
@@ -66,6 +67,14 @@ bool RemoteSync::Start(std::string* error) {
 }
 
 void RemoteSync::PublishTransportCounters() {
+  stats_.data_frames_out = export_counters_.data_frames_out;
+  stats_.data_bytes_out = export_counters_.data_bytes_out;
+  stats_.changed_bytes_out = export_counters_.changed_bytes_out;
+  stats_.transfers_sent = export_counters_.transfers_sent;
+  stats_.retransmitted_frames = export_counters_.retransmitted_frames;
+  stats_.versions_collected = export_counters_.versions_collected;
+  stats_.versions_shadowed = export_counters_.versions_shadowed;
+  stats_.pins_yielded = export_counters_.pins_yielded;
   const net::TransportStats t = transport_->stats();
   stats_.tx_frames = t.tx_frames;
   stats_.tx_bytes = t.tx_bytes;

@@ -3,7 +3,9 @@
 // Runs on the daemon's single thread, one Poll() per loop turn.
 //
 // Files by concern: remote_sync.cpp (loop, timers, frame dispatch),
-// remote_export.cpp (our areas -> other hosts), remote_replica.cpp (other
+// remote_export.cpp (our areas -> other hosts: AreaExport in coherence/
+// decides, ShmExportHost in export_host.h reaches shared memory and the
+// transport for it), remote_replica.cpp (other
 // hosts' areas -> here), remote_directory.cpp (directory and membership frames).
 #ifndef DSM_DAEMON_REMOTE_SYNC_H_
 #define DSM_DAEMON_REMOTE_SYNC_H_
@@ -16,16 +18,15 @@
 #include <string>
 #include <vector>
 
-#include "coherence/loss_memory.h"
+#include "coherence/area_export.h"
 #include "coherence/membership.h"
 #include "coherence/replica_receiver.h"
-#include "coherence/replica_sender.h"
 #include "coherence/version_publisher.h"
 #include "coherence/wire_format.h"
 #include "daemon/area_directory.h"
 #include "daemon/cluster_config.h"
 #include "daemon/daemon_config.h"
-#include "daemon/export_log_reader.h"
+#include "daemon/export_host.h"
 #include "daemon/tunables.h"
 #include "net/transport.h"
 
@@ -65,45 +66,14 @@ class RemoteSync {
   void DropTailsOfFreedExports();
 
  private:
-  // An area of this host that other hosts replicate.
+  // An area of this host that other hosts replicate: AreaExport decides,
+  // ShmExportHost reaches its memory and the transport for it.
   struct ExportedArea {
     uint32_t index = 0;
     uint32_t generation = 0;
     uint32_t reader_slot = 0;  // the daemon pins the version it ships
-    std::unique_ptr<ReplicaSender> sender;
-    // Frames are read from the reader buffer of the collected version, which
-    // dsmd keeps pinned (`pinned`), so no copy is made. Only when the writer
-    // needs that buffer while frames of the version are still to be sent are
-    // its lines copied into the shadow (allocated then, line rounded) and the
-    // pin dropped. `shadow_stale`: lines where the shadow differs from the version.
-    int pinned = -1;
-    uint64_t pinned_version = 0;
-    // Frames sent with their lines read in place from the pinned buffer (no
-    // copy into the frame; nullptr where the device cannot): the pin stays
-    // until the device is done with them (TailsInUse).
-    std::unique_ptr<net::TailHold> tails;
-    std::vector<uint8_t> shadow;
-    std::unique_ptr<LineSet> shadow_stale;
-    // The pin was yielded to the writer before the shadow had the version:
-    // no transfer of it can be framed any more; the next collect starts over.
-    bool source_lost = false;
-    LossMemory loss{kLossMemoryNs, kLossMemoryTransfers};  // receivers reported missing frames
-    std::unique_ptr<ExportLogReader> logs;  // what the writer's publishes changed
-    bool collected_once = false;
-    std::unique_ptr<LineSet> pending;  // taken from the export logs, not yet shipped
-    // The transfer being handed to the transport (frames may not all fit at once).
-    Transfer sending;
-    uint32_t next_seq = 0;
-    uint32_t frame_count = 0;
-    bool in_send = false;
-    uint64_t send_started_ns = 0;
-    // Retransmission timeout: grows with the time a transfer takes to send, so
-    // a large version is not resent while its receivers are still taking it in.
-    uint64_t rto_ns = 0;
-    wire::DataFrameWriter::Plan plan;  // framing of `sending`
-    // Transfers of the shadow's current version (with their framing), by id, for
-    // resending frames a receiver reports missing. Emptied when the shadow moves.
-    std::map<uint32_t, std::pair<Transfer, wire::DataFrameWriter::Plan>> sent;
+    std::unique_ptr<ShmExportHost> host;
+    std::unique_ptr<AreaExport> area;
   };
   // Another host's area replicated here.
   struct Replica {
@@ -142,42 +112,11 @@ class RemoteSync {
   wire::Header MakeHeader(wire::FrameType type) const;
 
   // remote_export.cpp
-  // The shadow moves on only between transfers, and not while a receiver may
-  // still ask for missing frames of one (at most this long after sending).
-  static uint64_t CollectHoldNs(const ExportedArea& e) { return std::max(e.rto_ns, kRetransmitTimeoutNs); }
   void OnSubscribe(const wire::Frame& f, uint16_t host, uint64_t now_ns);
   void OnAck(const wire::Frame& f, uint16_t host, uint64_t now_ns);
   bool ExportTurn(ExportedArea& e, uint64_t now_ns);
-  // Consumes the export logs and pins the newest version: when the writer
-  // published since the last collect, or when nothing holds the collected
-  // version (`source_lost`) and a host needs a transfer of it.
-  bool Collect(ExportedArea& e, uint64_t now_ns);
-  // Where frames of the collected version are read from: its pinned reader
-  // buffer, or the shadow once Unpin copied it there.
-  const uint8_t* FrameSource(const ExportedArea& e) const;
-  // The hold for frames read from FrameSource: only a pinned buffer is sent
-  // from in place (the shadow is copied into frames, as it may be freed).
-  net::TailHold* FrameTails(const ExportedArea& e) const {
-    return e.pinned >= 0 ? e.tails.get() : nullptr;
-  }
-  // Whether frames still read from the pinned buffer after a flush: the pin
-  // must not move (nor the writer get the buffer) until they are sent.
-  bool TailsInUse(ExportedArea& e);
-  // Whether the writer's last publish found no free buffer while we pin one
-  // that is not the latest.
-  bool WriterWantsPinned(const ExportedArea& e) const;
-  // Copies what the shadow lacks of the collected version from the pinned
-  // buffer and drops the pin, so the writer can reuse that buffer.
-  void Unpin(ExportedArea& e);
-  // The writer needs the pinned buffer: drops the pin, copying the version
-  // into the shadow only if frames of it may still be sent or asked for.
-  void YieldPin(ExportedArea& e, uint64_t now_ns);
-  // Drops the pin without a copy: no transfer of the collected version can be
-  // framed or resent until the next collect.
-  void DropPin(ExportedArea& e);
   // Whether `e`'s area is still the one exported (not freed, slot not reused).
   bool ExportLive(const ExportedArea& e) const;
-  bool ContinueSend(ExportedArea& e, uint64_t now_ns);
   void ForgetHostSubscriptions(uint16_t host);
 
   // remote_replica.cpp
@@ -214,6 +153,8 @@ class RemoteSync {
   uint8_t* backing_;
   RemoteCounters& stats_;  // in the control segment, for dsmctl
   uint64_t incarnation_;
+  SyncParams params_;
+  ExportCounters export_counters_;  // of every export, copied into stats_ each turn
   std::unique_ptr<net::Transport> transport_;
   std::unique_ptr<Membership> membership_;
   std::map<uint32_t, ExportedArea> exports_;  // by local area index

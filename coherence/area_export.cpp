@@ -1,0 +1,292 @@
+#include "coherence/area_export.h"
+
+#include <algorithm>
+
+#include "coherence/line_copy.h"
+
+namespace dsm {
+
+namespace {
+
+// Hands DataFrameWriter's frames to the device, counting them; a frame's
+// lines in one stretch go as a tail read in place when they come from the
+// pinned buffer.
+struct Sink {
+  ExportFrameOut* out;
+  uint16_t dest;
+  ExportCounters* counters;
+  bool in_place;
+  uint8_t* reserved = nullptr;
+  uint8_t* Reserve(size_t) { return reserved = out->Reserve(dest); }
+  void Commit(size_t bytes) {
+    out->Commit(bytes);
+    ++counters->data_frames_out;
+    counters->data_bytes_out += bytes;
+  }
+  void CommitWithTail(size_t bytes, std::span<const uint8_t> tail) {
+    out->CommitWithTail(reserved, bytes, tail, in_place);
+    ++counters->data_frames_out;
+    counters->data_bytes_out += bytes + tail.size();
+  }
+};
+
+}  // namespace
+
+AreaExport::AreaExport(size_t area_bytes, size_t mapped_bytes, bool shared_transfers,
+                       const wire::Header& header, const SyncParams& params, ExportHost* host,
+                       ExportFrameOut* out, ExportCounters* counters)
+    : area_bytes_(area_bytes),
+      mapped_bytes_(mapped_bytes),
+      header_(header),
+      params_(params),
+      host_(host),
+      out_(out),
+      counters_(counters),
+      sender_(area_bytes, shared_transfers),
+      loss_(params.loss_memory_ns, params.loss_memory_transfers),
+      pending_(area_bytes),
+      shadow_stale_(area_bytes) {
+  shadow_stale_.AddAll();  // the shadow does not exist yet
+}
+
+void AreaExport::Subscribe(uint16_t host) {
+  if (!freed_ && !sender_.subscribed(host)) sender_.Subscribe(host);
+}
+
+void AreaExport::Unsubscribe(uint16_t host) { sender_.Unsubscribe(host); }
+
+void AreaExport::AreaFreed() {
+  freed_ = true;
+  in_send_ = false;
+  sent_.clear();
+  pinned_ = -1;  // the area's pins went with it
+  source_lost_ = false;
+}
+
+void AreaExport::ReleasePin() {
+  if (pinned_ >= 0 && !freed_) host_->SetPin(-1);
+  pinned_ = -1;
+}
+
+bool AreaExport::Collect(uint64_t now_ns) {
+  const uint64_t latest = host_->LatestVersion();
+  // After a yield or a release nothing holds the collected version: pin it
+  // again, even if the writer has not published since, once a host needs it.
+  const bool repin = source_lost_ && sender_.AnyDue(now_ns, CollectHoldNs());
+  if (collected_once_ && latest <= sender_.version() && !repin) return false;
+  if (host_->TailsInUse()) return false;  // the pin (and the shadow) stay as they are
+  if (!collected_once_) pending_.AddAll();  // the first copy: everything
+  // Take the lines the writer changed, and pin the newest version. If the
+  // writer published again in between, the pin is newer than what was taken:
+  // take again, so the lines we ship are exactly those changed up to the
+  // pinned version; on the last try add the changes not taken yet (a
+  // superset is still exact, just larger). Until the new pin holds, the
+  // previous version's buffer stays pinned beside it (`held`): frames of that
+  // version may still be read from it.
+  const int held = pinned_;
+  constexpr int kAttempts = 4;
+  int buffer = -1;
+  uint64_t version = 0;
+  for (int attempt = 0;; ++attempt) {
+    uint64_t taken = 0;
+    // The writer is still in a publish: what was taken waits in `pending_`.
+    if (!host_->TakeChanges(&pending_, &taken)) return false;
+    if (!host_->PinLatest(held, &buffer, &version)) return false;
+    if (version <= taken || !collected_once_) break;
+    if (attempt + 1 == kAttempts) {
+      host_->AddUntakenChanges(&pending_);
+      break;
+    }
+    host_->SetPin(held);
+  }
+  // The new version replaces the old as what frames are read from: no copy.
+  host_->SetPin(buffer);
+  // A writer that found both pinned while we switched retries and asks again
+  // if it still finds none free; an old request must not take the new pin.
+  host_->ClearBufferRequest();
+  pinned_ = buffer;
+  pinned_version_ = version;
+  // (Until a first copy creates the shadow, it lacks every line already.)
+  if (!shadow_.empty()) shadow_stale_.Merge(pending_);
+  sender_.Collected(version, pending_);
+  pending_.Clear();
+  collected_once_ = true;
+  ++counters_->versions_collected;
+  return true;
+}
+
+const uint8_t* AreaExport::FrameSource() {
+  return pinned_ < 0 ? shadow_.data() : host_->Buffer(pinned_);
+}
+
+void AreaExport::YieldPin(uint64_t now_ns) {
+  // Frames of it are still to go, or receivers lost frames lately and may ask
+  // for them: keep the version in the shadow. (Without resends, a lossy
+  // network never completes a large transfer: each retry is the union of more
+  // versions, so more frames, so more likely to lose one.)
+  if (in_send_ || loss_.Recent(now_ns)) {
+    Unpin();
+    return;
+  }
+  // Every frame is out and only acknowledgements are awaited on a network that
+  // has not lost frames lately. Give the buffer back without a copy: should a
+  // receiver miss frames after all, it gets what it lacks with the next
+  // version, as soon as it says so (OnAck -> ReplicaSender::OnLostTransfer).
+  DropPin();
+  ++counters_->pins_yielded;
+}
+
+void AreaExport::DropPin() {
+  host_->SetPin(-1);
+  pinned_ = -1;
+  sent_.clear();
+  source_lost_ = true;  // nothing holds the collected version: collect anew
+}
+
+void AreaExport::Unpin() {
+  if (pinned_ < 0) return;
+  if (shadow_.empty()) shadow_.assign(mapped_bytes_, 0);
+  const uint8_t* buffer = host_->Buffer(pinned_);
+  shadow_stale_.ForEachPage([&](size_t page, uint64_t mask) {
+    CopyPageLines(page, mask, buffer, shadow_.data());
+  });
+  StoreFence();
+  shadow_stale_.Clear();
+  host_->SetPin(-1);
+  pinned_ = -1;
+  ++counters_->versions_shadowed;
+}
+
+wire::Header AreaExport::DataHeader(const Transfer& t, uint16_t dest) const {
+  wire::Header h = header_;
+  h.type = static_cast<uint8_t>(wire::FrameType::kData);
+  h.dest_host = dest;
+  h.version = t.version;
+  h.base_version = t.base;
+  h.flags = t.full ? wire::kFlagFull : 0;
+  h.transfer_id = t.transfer_id;
+  return h;
+}
+
+bool AreaExport::ContinueSend(uint64_t now_ns) {
+  // The device has not taken what it was given last turn (a ring full until
+  // the peer drains it): wait for it rather than queue more. Still work: the
+  // loop keeps turning (and flushing) without sleeping.
+  if (out_->backlog() >= params_.send_burst_frames) return true;
+  const bool group = sending_.hosts.size() > 1;
+  const uint16_t dest = group ? wire::kAllHosts : sending_.hosts.front();
+  const wire::DataFrameWriter writer(out_->max_frame_bytes(), DataHeader(sending_, dest));
+  Sink sink{out_, dest, counters_, pinned_ >= 0};
+  const uint32_t todo = std::min(params_.send_burst_frames, frame_count_ - next_seq_);
+  const uint32_t sent = writer.WritePlanned(plan_, FrameSource(), next_seq_, todo, sink);
+  next_seq_ += sent;
+  if (next_seq_ >= frame_count_) {
+    in_send_ = false;
+    rto_ns_ = params_.retransmit_timeout_ns +
+              params_.retransmit_per_send_time * (now_ns - send_started_ns_);
+    sender_.Sent(sending_, now_ns);
+    counters_->changed_bytes_out += sending_.lines->CountLines() * kLineBytes;
+    ++counters_->transfers_sent;
+    loss_.OnTransferSent();
+    const uint32_t id = sending_.transfer_id;
+    sent_[id] = {std::move(sending_), std::move(plan_)};
+  }
+  return sent > 0;
+}
+
+bool AreaExport::Turn(uint64_t now_ns) {
+  if (freed_) return false;
+  bool worked = false;
+  // The writer's publish found no buffer because of our pin: let it go at
+  // once (not while the device still reads frames from it: the request stays).
+  if (host_->WriterWantsBuffer(pinned_) && !host_->TailsInUse() && host_->TakeBufferRequest()) {
+    YieldPin(now_ns);
+    worked = true;
+  }
+  if (in_send_ && std::none_of(sending_.hosts.begin(), sending_.hosts.end(),
+                               [&](uint16_t h) { return sender_.up(h); })) {
+    // Every host of the transfer went down: stop (it was not recorded as
+    // sent, so each gets all of it again, as part of its union, once back).
+    in_send_ = false;
+  }
+  if (sender_.reachable() == 0 && pinned_ >= 0 && !host_->TailsInUse()) {
+    // Nobody to ship to (no subscriber, or every one down): hold nothing (a
+    // new subscriber, or one back up, has its transfer collected anew).
+    in_send_ = false;
+    DropPin();
+  }
+  if (pinned_ >= 0 && !in_send_ && sender_.reachable() > 0 &&
+      sender_.MinAcked() >= pinned_version_ && !host_->TailsInUse()) {
+    // Every host holds the version: no frame of it will be read again. Let the
+    // writer have its buffer (to publish into, or to catch up ahead of its
+    // next publish) without waiting for our next collect.
+    DropPin();
+  }
+  if (sender_.reachable() > 0 && !in_send_) {
+    // A silent host delays the next version at most the retransmission timeout.
+    const uint64_t hold = CollectHoldNs();
+    // After a yield, collect anew as soon as a host needs a transfer; not
+    // before the others answered, or they would be split over two transfers.
+    const bool may_collect = !sender_.AwaitingAcks(now_ns, hold) ||
+                             (source_lost_ && sender_.AnyDue(now_ns, hold));
+    if (may_collect && Collect(now_ns)) {
+      sent_.clear();
+      source_lost_ = false;
+      // Receivers lost frames lately: resends are likely, and the writer will
+      // want the buffer before they are done. Copy the version aside now, as
+      // it is collected, rather than while the writer waits for the buffer.
+      if (loss_.Recent(now_ns)) Unpin();
+      worked = true;
+    }
+    if (!source_lost_ && sender_.NextTransfer(now_ns, hold, &sending_)) {
+      send_started_ns_ = now_ns;
+      const wire::DataFrameWriter writer(out_->max_frame_bytes(), wire::Header{});
+      plan_ = writer.MakePlan(*sending_.lines);
+      frame_count_ = plan_.frames();
+      next_seq_ = 0;
+      in_send_ = frame_count_ > 0;
+      if (!in_send_) sender_.Sent(sending_, now_ns);
+    }
+  }
+  if (sender_.reachable() > 0 && in_send_) worked |= ContinueSend(now_ns);
+  return worked;
+}
+
+bool AreaExport::Due(uint64_t now_ns) {
+  if (freed_) return false;
+  if (host_->WriterWantsBuffer(pinned_)) return true;
+  if (sender_.reachable() == 0) return false;
+  if (in_send_ || (source_lost_ && sender_.AnyDue(now_ns, CollectHoldNs()))) return true;
+  return host_->LatestVersion() > sender_.version() &&
+         !sender_.AwaitingAcks(now_ns, CollectHoldNs());
+}
+
+void AreaExport::OnAck(uint16_t host, uint64_t complete_version, bool holds_nothing,
+                       uint64_t assembling_version, uint32_t transfer_id,
+                       std::span<const wire::SeqRange> missing, uint64_t now_ns) {
+  if (freed_) return;  // its buffers are gone
+  if (holds_nothing) {
+    sender_.OnAckNothing(host);  // "I hold nothing yet": not an ack of version 0
+  } else {
+    sender_.OnAck(host, complete_version, now_ns);
+  }
+  if (missing.empty()) return;
+  // Frames a receiver misses of a transfer of the collected version.
+  loss_.OnLoss(now_ns);
+  auto sent = sent_.find(transfer_id);
+  if (sent == sent_.end() || assembling_version != sent->second.first.version) {
+    // Its version is no longer here to resend from: what it lacks comes with
+    // the next version now, not after the retransmission timeout.
+    sender_.OnLostTransfer(host, transfer_id);
+    return;
+  }
+  const Transfer& t = sent->second.first;
+  const wire::DataFrameWriter::Plan& plan = sent->second.second;
+  const wire::DataFrameWriter writer(out_->max_frame_bytes(), DataHeader(t, host));
+  Sink sink{out_, host, counters_, pinned_ >= 0};
+  for (const wire::SeqRange& r : missing) {
+    counters_->retransmitted_frames += writer.WritePlanned(plan, FrameSource(), r.first, r.count, sink);
+  }
+}
+
+}  // namespace dsm

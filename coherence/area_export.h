@@ -1,0 +1,199 @@
+// Everything dsmd decides for one local area that other hosts replicate: when
+// to collect a version, when to give the buffer it ships from back to the
+// writer, when to copy that version into a shadow of its own, what to send,
+// resend and to whom. Pure logic: shared memory, pins and the device are
+// reached through ExportHost, frames go out through ExportFrameOut, and time
+// is passed in.
+//
+// Frames are read from the reader buffer of the collected version, which
+// stays pinned (no copy). Only when the writer needs that buffer while frames
+// of the version may still be sent or asked for are its lines copied into
+// the shadow (allocated then) and the pin dropped. Otherwise the pin is
+// dropped without a copy, and a receiver that misses frames of that version
+// gets what it lacks with the next one (ReplicaSender::OnLostTransfer).
+#ifndef DSM_COHERENCE_AREA_EXPORT_H_
+#define DSM_COHERENCE_AREA_EXPORT_H_
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <span>
+#include <utility>
+#include <vector>
+
+#include "coherence/line_set.h"
+#include "coherence/loss_memory.h"
+#include "coherence/replica_sender.h"
+#include "coherence/sync_params.h"
+#include "coherence/wire_format.h"
+
+namespace dsm {
+
+// What AreaExport needs of the host its writer runs on. Buffers are the
+// area's reader buffers by index; -1 is none.
+class ExportHost {
+ public:
+  virtual ~ExportHost() = default;
+  // The writer's newest complete version.
+  virtual uint64_t LatestVersion() = 0;
+  // Moves into `into` the lines the writer's publishes changed since the last
+  // take. False while the writer is inside a publish (a later take brings
+  // them). `*taken_version`: the newest version whose lines were taken.
+  virtual bool TakeChanges(LineSet* into, uint64_t* taken_version) = 0;
+  // Adds the lines of publishes not taken yet, leaving them for the next take.
+  virtual void AddUntakenChanges(LineSet* into) = 0;
+  // Pins the buffer of the newest complete version while `held` stays pinned
+  // beside it. False if the writer kept replacing it (nothing new pinned).
+  virtual bool PinLatest(int held, int* buffer, uint64_t* version) = 0;
+  // Leaves only `buffer` pinned (-1: nothing).
+  virtual void SetPin(int buffer) = 0;
+  // A buffer's bytes (the area's mapped size, whole lines).
+  virtual const uint8_t* Buffer(int buffer) = 0;
+  // Whether the writer's last publish found every spare buffer pinned while
+  // `pinned` is pinned and is not the latest buffer (so our pin is in its way).
+  virtual bool WriterWantsBuffer(int pinned) = 0;
+  // Takes the writer's request for a spare buffer (true if there was one).
+  virtual bool TakeBufferRequest() = 0;
+  // Forgets a request made before the pin just taken (the writer asks again).
+  virtual void ClearBufferRequest() = 0;
+  // Whether the device still has frames reading lines in place from the
+  // pinned buffer, after sending what it can.
+  virtual bool TailsInUse() = 0;
+};
+
+// The device, as one area's frames see it.
+class ExportFrameOut {
+ public:
+  virtual ~ExportFrameOut() = default;
+  virtual size_t max_frame_bytes() = 0;
+  // Frames handed over earlier are still waiting for the device.
+  virtual size_t backlog() = 0;
+  // Starts a frame to `dest` (a host, or wire::kAllHosts: one copy to every
+  // host); nullptr if none can be sent now.
+  virtual uint8_t* Reserve(uint16_t dest) = 0;
+  virtual void Commit(size_t bytes) = 0;
+  // Hands over the frame at `reserved`: its first `head_bytes`, then `tail`.
+  // `in_place`: the tail lies in the pinned buffer and may be read there
+  // where the device can (TailsInUse then holds the pin); otherwise (the
+  // shadow, which may change before the device sends) it is copied.
+  virtual void CommitWithTail(uint8_t* reserved, size_t head_bytes, std::span<const uint8_t> tail,
+                              bool in_place) = 0;
+};
+
+// What AreaExport did, for dsmctl (added to, never reset).
+struct ExportCounters {
+  uint64_t data_frames_out = 0;
+  uint64_t data_bytes_out = 0;     // frame bytes (UDP payload) of DATA frames
+  uint64_t changed_bytes_out = 0;  // line bytes the transfers carried
+  uint64_t transfers_sent = 0;
+  uint64_t retransmitted_frames = 0;
+  uint64_t versions_collected = 0;
+  uint64_t versions_shadowed = 0;  // copied into the shadow for the writer's sake
+  uint64_t pins_yielded = 0;       // given back to the writer uncopied
+};
+
+class AreaExport {
+ public:
+  // `header`: what every DATA frame of this area carries (source host, area
+  // index and generation). `area_bytes`: the area's size; `mapped_bytes` what
+  // a buffer holds (whole lines). `shared_transfers`: one transfer may serve
+  // several hosts (multicast).
+  AreaExport(size_t area_bytes, size_t mapped_bytes, bool shared_transfers,
+             const wire::Header& header, const SyncParams& params, ExportHost* host,
+             ExportFrameOut* out, ExportCounters* counters);
+
+  // Receivers.
+  void Subscribe(uint16_t host);
+  void Unsubscribe(uint16_t host);
+  bool subscribed(uint16_t host) const { return sender_.subscribed(host); }
+  // Membership says `host` is down or up again (ReplicaSender::SetHostUp).
+  void SetHostUp(uint16_t host, bool up) { sender_.SetHostUp(host, up); }
+  // An ACK from `host`: its complete version (`holds_nothing`: none yet),
+  // and the frames it misses of transfer `transfer_id` of version
+  // `assembling_version`, which are resent if that version is still here.
+  void OnAck(uint16_t host, uint64_t complete_version, bool holds_nothing,
+             uint64_t assembling_version, uint32_t transfer_id,
+             std::span<const wire::SeqRange> missing, uint64_t now_ns);
+
+  // One turn: gives the writer its buffer back if it needs it, collects the
+  // newest version when the hosts are ready for it, frames what is due.
+  // Returns whether anything happened.
+  bool Turn(uint64_t now_ns);
+  // Whether Turn has something to do now: the loop's last look before it sleeps.
+  bool Due(uint64_t now_ns);
+
+  // The area was freed: nothing is sent any more, and its buffers are gone
+  // (no pin to drop).
+  void AreaFreed();
+  // dsmd stops: lets go of the pinned buffer, so the writer keeps publishing.
+  void ReleasePin();
+
+  // The newest version every subscribed host that is up holds (MinAcked).
+  uint64_t MinAcked() const { return sender_.MinAcked(); }
+  const ReplicaSender& sender() const { return sender_; }
+  int pinned() const { return pinned_; }
+
+ private:
+  // The shadow moves on only between transfers, and not while a receiver may
+  // still ask for missing frames of one (at most this long after sending).
+  uint64_t CollectHoldNs() const { return std::max(rto_ns_, params_.retransmit_timeout_ns); }
+  // Takes the writer's changes and pins the newest version: when the writer
+  // published since the last collect, or when nothing holds the collected
+  // version (`source_lost_`) and a host needs a transfer of it.
+  bool Collect(uint64_t now_ns);
+  // Where frames of the collected version are read from: its pinned buffer,
+  // or the shadow once Unpin copied it there.
+  const uint8_t* FrameSource();
+  // Copies what the shadow lacks of the collected version from the pinned
+  // buffer and drops the pin.
+  void Unpin();
+  // The writer needs the pinned buffer: drops the pin, copying the version
+  // into the shadow only if frames of it may still be sent or asked for.
+  void YieldPin(uint64_t now_ns);
+  // Drops the pin without a copy: no transfer of the collected version can
+  // be framed or resent until the next collect.
+  void DropPin();
+  bool ContinueSend(uint64_t now_ns);
+  wire::Header DataHeader(const Transfer& t, uint16_t dest) const;
+
+  size_t area_bytes_;
+  size_t mapped_bytes_;
+  wire::Header header_;
+  SyncParams params_;
+  ExportHost* host_;
+  ExportFrameOut* out_;
+  ExportCounters* counters_;
+  ReplicaSender sender_;
+  LossMemory loss_;  // receivers reported missing frames
+
+  bool freed_ = false;
+  bool collected_once_ = false;
+  LineSet pending_;  // taken from the writer, not yet collected
+  int pinned_ = -1;  // the buffer of the collected version, while pinned
+  uint64_t pinned_version_ = 0;
+  std::vector<uint8_t> shadow_;  // allocated at the first Unpin
+  LineSet shadow_stale_;         // lines where the shadow differs from the collected version
+  // The pin was given back before the shadow had the version: no transfer of
+  // it can be framed any more; the next collect starts over.
+  bool source_lost_ = false;
+
+  // The transfer being handed to the device (frames may not all fit at once).
+  Transfer sending_;
+  wire::DataFrameWriter::Plan plan_;
+  uint32_t next_seq_ = 0;
+  uint32_t frame_count_ = 0;
+  bool in_send_ = false;
+  uint64_t send_started_ns_ = 0;
+  // Retransmission timeout: grows with the time a transfer takes to send, so
+  // a large version is not resent while its receivers still take it in.
+  uint64_t rto_ns_ = 0;
+  // Transfers of the collected version (with their framing), by id, for
+  // resending frames a receiver reports missing. Emptied when it changes.
+  std::map<uint32_t, std::pair<Transfer, wire::DataFrameWriter::Plan>> sent_;
+};
+
+}  // namespace dsm
+
+#endif  // DSM_COHERENCE_AREA_EXPORT_H_

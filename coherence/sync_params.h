@@ -1,0 +1,48 @@
+// Every timing and size of remote sync, in one place: AreaExport and
+// AreaImport take them, dsmd and the tests read the same defaults, and dsmd's
+// flags may override them. Units are in the names.
+#ifndef DSM_COHERENCE_SYNC_PARAMS_H_
+#define DSM_COHERENCE_SYNC_PARAMS_H_
+
+#include <cstdint>
+
+namespace dsm {
+
+struct SyncParams {
+  // A transfer not acknowledged within this time after its last frame is
+  // resent (as the union of everything the host lacks, at the newest
+  // version), or within what the host's acknowledgements took lately if
+  // longer (ReplicaSender::HostRto) ...
+  uint64_t retransmit_timeout_ns = 20'000'000;
+  // ... plus this many times as long as sending the transfer took.
+  uint64_t retransmit_per_send_time = 4;
+  // A receiver acks frames it cannot use at most once per this gap.
+  uint64_t ack_min_gap_ns = 2'000'000;
+  // A receiver missing frames of a transfer asks for them after this much
+  // quiet. Not less: on a busy machine veth delivery is deferred to ksoftirqd
+  // for milliseconds, and a 3 ms NACK resent frames that were only late
+  // (3-host training: 1/3 of DATA frames were such resends; 10 ms cut them
+  // 6-10x and raised samples/s by 22%).
+  uint64_t nack_after_ns = 10'000'000;
+  // Frames handed to the transport per area and loop turn before other work
+  // gets a turn; also the device backlog above which no more are framed.
+  uint32_t send_burst_frames = 256;
+  // A receiver that reported missing frames this recently, and fewer than
+  // loss_memory_transfers transfers ago, may do so again (LossMemory): a
+  // version whose buffer the writer needs is then copied into the shadow, so
+  // its frames can still be resent.
+  uint64_t loss_memory_ns = 10'000'000'000;
+  uint32_t loss_memory_transfers = 16;
+  // DATA claiming a version this far beyond the writer host's advertised
+  // latest is dropped (directory listings lag by at most their interval; no
+  // writer publishes a million versions in that time).
+  uint64_t version_slack = 1'000'000;
+  // Waiting for a writer to finish the publish it is in before taking its
+  // export log (it copies at memory speed: a 64 MiB area takes ~10 ms);
+  // longer, and the collect is retried later.
+  uint64_t export_wait_ns = 50'000'000;
+};
+
+}  // namespace dsm
+
+#endif  // DSM_COHERENCE_SYNC_PARAMS_H_
