@@ -104,7 +104,7 @@ int FailedParts() {
 
 // One run on a fresh cluster (as a job would start); *passed says whether it
 // added no failure. With `stall`, the writer is stopped now and then inside a publish, for
-// longer than dsmd waits for a publish to end (kExportWaitNs, 50 ms), and
+// longer than dsmd waits for a publish to end (SyncParams::export_wait_ns, 50 ms), and
 // host 1's daemon is stopped for a while as the writer goes on.
 void RunOnce(const Options& o, bool stall, int run, int runs, bool* passed) {
   const std::string repro = "reproduce with DSM_SOAK_SEED=" + std::to_string(o.seed) +
