@@ -7,9 +7,10 @@
 // checks whole snapshots. A version missing some of the lines changed since the
 // last one shows up here as lines holding older writes (or, once replicas
 // diverge, bytes no version had) even where the final content ends equal.
-//   DSM_SOAK_RUNS (default 1) runs of each size, run i with seed
+// A third case stalls the writer and host 1's daemon as a loaded host would.
+//   DSM_SOAK_RUNS (default 1) runs of each case, run i with seed
 //   DSM_SOAK_SEED + i (default 1); DSM_LINECHECK_STEPS steps per run (default
-//   3000 for 16 MiB, 1000 for 64 MiB).
+//   3000 for 16 MiB, 1000 for 64 MiB, 5000 with stalls).
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -103,9 +104,10 @@ int FailedParts() {
 }
 
 // One run on a fresh cluster (as a job would start); *passed says whether it
-// added no failure. With `stall`, the writer is stopped now and then inside a publish, for
-// longer than dsmd waits for a publish to end (SyncParams::export_wait_ns, 50 ms), and
-// host 1's daemon is stopped for a while as the writer goes on.
+// added no failure. With `stall`, the writer is stopped now and then inside a
+// publish for longer than dsmd waits for a publish to end
+// (SyncParams::export_wait_ns, 50 ms), and host 1's daemon is stopped for a
+// while as the writer goes on.
 void RunOnce(const Options& o, bool stall, int run, int runs, bool* passed) {
   const std::string repro = "reproduce with DSM_SOAK_SEED=" + std::to_string(o.seed) +
                             " DSM_SOAK_RUNS=1 DSM_LINECHECK_STEPS=" + std::to_string(o.steps) +
@@ -130,24 +132,33 @@ void RunOnce(const Options& o, bool stall, int run, int runs, bool* passed) {
     const auto pick = [&](int lo, int hi) {
       return std::uniform_int_distribution<int>(lo, hi)(rng);
     };
-    const int daemon = cluster.DaemonPid(1);
-    const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(o.reader_timeout_s);
-    while (!b->writer_done && std::chrono::steady_clock::now() < end) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(pick(50, 200)));
-      // Catch the writer in a publish (a few hundred microseconds of its
-      // 2 ms): spin for it, for at most 20 ms.
+    // Spins (at most 20 ms) until the writer is in a publish: a few hundred
+    // microseconds of its 2 ms.
+    const auto writer_publishing = [&] {
       const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(20);
       while (!b->in_publish && !b->writer_done && std::chrono::steady_clock::now() < until) {
       }
-      if (b->writer_done) break;
+      return b->in_publish && !b->writer_done;
+    };
+    const int daemon = cluster.DaemonPid(1);
+    const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(o.reader_timeout_s);
+    while (!b->writer_done && std::chrono::steady_clock::now() < end) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(pick(100, 400)));
+      if (!writer_publishing()) continue;
       // The writer is descheduled in its publish for longer than dsmd waits
-      // for it; dsmd is, for a while, as the writer gets the core back.
+      // for it (dsmd gives up, having flipped the export logs)...
       ASSERT_TRUE(procs.Stop(writer)) << "cannot stop the writer";
       stalls_in_publish += b->in_publish;
       std::this_thread::sleep_for(std::chrono::milliseconds(pick(80, 160)));
+      // ...then dsmd is, while the writer finishes that publish and goes on;
+      // dsmd gets the core back as the writer is in a publish again, so it
+      // gives up once more and flips again with versions in the other log.
+      // (Had dsmd run on, it would have seen the first publish end and taken
+      // the log it flipped away from: stalls of the writer alone rarely show it.)
       ASSERT_TRUE(procs.Stop(daemon)) << "cannot stop host 1's daemon";
       procs.Continue(writer);
       std::this_thread::sleep_for(std::chrono::milliseconds(pick(20, 80)));
+      writer_publishing();
       procs.Continue(daemon);
       ++stalls;
     }
@@ -247,9 +258,10 @@ TEST(LineCheckSoak, EveryLineOfEverySnapshotIsTheWritersSixteenMiB) { RunSoak(16
 TEST(LineCheckSoak, EveryLineOfEverySnapshotIsTheWritersSixtyFourMiB) { RunSoak(64u << 20, 1000); }
 
 // The same on a loaded host: the writer is descheduled inside a publish for
-// longer than dsmd waits for it (SyncParams::export_wait_ns), then dsmd is while the writer
-// finishes that publish and goes on. The lines of the export log dsmd flipped
-// away from before giving up must still go with the next version it ships.
+// longer than dsmd waits for it (SyncParams::export_wait_ns), then dsmd is
+// while the writer finishes that publish and goes on. The lines of the export
+// log dsmd flipped away from before giving up must still go with the next
+// version it ships.
 TEST(LineCheckSoak, EveryLineOfEverySnapshotIsTheWritersWhileTheWriterStalls) {
   RunSoak(16u << 20, 5000, /*stall=*/true);
 }
