@@ -284,9 +284,12 @@ void AreaExport::OnAck(uint16_t host, uint64_t complete_version, bool holds_noth
   const wire::DataFrameWriter::Plan& plan = sent->second.second;
   const wire::DataFrameWriter writer(out_->max_frame_bytes(), DataHeader(t, host));
   Sink sink{out_, host, counters_, pinned_ >= 0};
+  uint64_t resent = 0;
   for (const wire::SeqRange& r : missing) {
-    counters_->retransmitted_frames += writer.WritePlanned(plan, FrameSource(), r.first, r.count, sink);
+    resent += writer.WritePlanned(plan, FrameSource(), r.first, r.count, sink);
   }
+  counters_->retransmitted_frames += resent;
+  if (resent > 0) sender_.OnResent(host, transfer_id, now_ns);
 }
 
 }  // namespace dsm

@@ -101,6 +101,15 @@ void ReplicaSender::OnLostTransfer(uint16_t host, uint32_t transfer_id) {
   if (h.in_flight && h.transfer_id == transfer_id) h.in_flight = false;
 }
 
+void ReplicaSender::OnResent(uint16_t host, uint32_t transfer_id, uint64_t now_ns) {
+  auto it = hosts_.find(host);
+  if (it == hosts_.end()) return;
+  HostState& h = *it->second;
+  if (!h.in_flight || h.transfer_id != transfer_id) return;
+  h.sent_ns = now_ns;
+  h.resent = true;  // Karn: its acknowledgement no longer times one sending
+}
+
 bool ReplicaSender::Due(const HostState& h, uint64_t now_ns, uint64_t rto_ns) const {
   if (!have_version_ || !h.up) return false;
   if (h.has_base && h.acked >= version_) return false;  // up to date

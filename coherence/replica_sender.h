@@ -76,6 +76,12 @@ class ReplicaSender {
   // its next transfer brings those lines again, at the newest version.
   void OnLostTransfer(uint16_t host, uint32_t transfer_id);
 
+  // Frames `host` reported missing of transfer `transfer_id` were resent at
+  // `now_ns`. If that is the transfer it awaits, its timeout starts again: a
+  // host that keeps asking is making progress, and a new transfer (which it
+  // would have to assemble from its first frame) would undo that progress.
+  void OnResent(uint16_t host, uint32_t transfer_id, uint64_t now_ns);
+
   // The next transfer due at `now_ns`, if any. Every due host that holds a
   // version shares one delta from the oldest base among them; due hosts with
   // nothing share one full transfer. A host's transfer is due again (as the

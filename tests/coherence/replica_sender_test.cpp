@@ -235,6 +235,32 @@ TEST(ReplicaSenderTest, ALostTransferThatCannotBeResentIsReplacedAtOnceByTheUnio
   EXPECT_EQ(s.acked(1), 3u);
 }
 
+// A host that reports missing frames, and gets them resent, is making
+// progress on the transfer it awaits: its timeout starts again, so it is not
+// sent a new transfer (which it would have to assemble from its first frame)
+// while it is one resend away from completing this one.
+TEST(ReplicaSenderTest, ResendingWhatAHostAskedForRestartsItsTimeout) {
+  ReplicaSender s(kArea);
+  s.Subscribe(1);
+  s.Subscribe(2);
+  s.Collected(1, Lines({0}));
+  Transfer full;
+  ASSERT_TRUE(s.NextTransfer(0, kRto, &full));
+  s.Sent(full, 0);
+
+  s.OnResent(1, full.transfer_id + 1, kRto - 1);  // not the transfer it awaits: no effect
+  s.OnResent(3, full.transfer_id, kRto - 1);      // not subscribed
+  s.OnResent(1, full.transfer_id, kRto - 1);
+  Transfer t;
+  ASSERT_TRUE(s.NextTransfer(kRto, kRto, &t)) << "host 2 asked for nothing: it times out";
+  EXPECT_EQ(t.hosts, (std::vector<uint16_t>{2}));
+  s.Sent(t, kRto);
+  EXPECT_TRUE(s.AwaitingAcks(2 * kRto - 2, kRto));
+  EXPECT_FALSE(s.NextTransfer(2 * kRto - 2, kRto, &t)) << "host 1 is within its timeout";
+  ASSERT_TRUE(s.NextTransfer(2 * kRto, kRto, &t)) << "and times out when it stops asking";
+  EXPECT_EQ(t.hosts, (std::vector<uint16_t>{1})) << "host 2's timeout doubled: it said nothing";
+}
+
 TEST(ReplicaSenderTest, AckOfTheOlderTransferAdvancesTheBaseButKeepsTheNewerInFlight) {
   ReplicaSender s(kArea);
   s.Subscribe(1);
