@@ -86,11 +86,11 @@ void RemoteSync::OnDirectory(const wire::Frame& f, uint16_t host, uint64_t now_n
     if (Replica* r = FindReplica(host, d.area_index, d.area_generation)) {
       // A forged frame claiming a version far beyond what the writer's host
       // advertises would pin the replica there (every real version looking old).
-      r->receiver->set_version_limit(d.latest_version + params_.version_slack);
+      r->area->set_version_limit(d.latest_version + params_.version_slack);
       directory_->SetReplicaWriterAlive(r->local_index,
                                         d.state == static_cast<uint32_t>(AreaState::kLive));
       AreaControl& a = segment_->areas[r->local_index];
-      if (r->named && UnpackLatest(a.latest.load()).version >= d.latest_version) {
+      if (r->host->named() && UnpackLatest(a.latest.load()).version >= d.latest_version) {
         a.confirmed_ns.store(now_ns > d.confirmed_age_ns ? now_ns - d.confirmed_age_ns : 0);
       }
     }

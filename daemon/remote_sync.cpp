@@ -75,6 +75,9 @@ void RemoteSync::PublishTransportCounters() {
   stats_.versions_collected = export_counters_.versions_collected;
   stats_.versions_shadowed = export_counters_.versions_shadowed;
   stats_.pins_yielded = export_counters_.pins_yielded;
+  stats_.versions_received = import_counters_.versions_received;
+  stats_.versions_received_in_place = import_counters_.versions_received_in_place;
+  stats_.acks_out = import_counters_.acks_out;
   const net::TransportStats t = transport_->stats();
   stats_.tx_frames = t.tx_frames;
   stats_.tx_bytes = t.tx_bytes;
@@ -175,7 +178,7 @@ bool RemoteSync::Poll(uint64_t now_ns) {
       last_activity_ns_ = now_ns;
     }
   }
-  for (auto& r : replicas_) worked |= ReplicaTurn(*r, now_ns);
+  for (auto& r : replicas_) worked |= r->area->Turn(now_ns);
   worked |= transport_->Flush() > 0;
   // Every turn (a copy of a few counters), so dsmctl's frame and byte counts
   // agree with the daemon's own at any moment.

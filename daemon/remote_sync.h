@@ -5,8 +5,9 @@
 // Files by concern: remote_sync.cpp (loop, timers, frame dispatch),
 // remote_export.cpp (our areas -> other hosts: AreaExport in coherence/
 // decides, ShmExportHost in export_host.h reaches shared memory and the
-// transport for it), remote_replica.cpp (other
-// hosts' areas -> here), remote_directory.cpp (directory and membership frames).
+// transport for it), remote_replica.cpp (other hosts' areas -> here:
+// AreaImport decides, ShmImportHost in import_host.h reaches shared memory),
+// remote_directory.cpp (directory and membership frames).
 #ifndef DSM_DAEMON_REMOTE_SYNC_H_
 #define DSM_DAEMON_REMOTE_SYNC_H_
 
@@ -19,14 +20,14 @@
 #include <vector>
 
 #include "coherence/area_export.h"
+#include "coherence/area_import.h"
 #include "coherence/membership.h"
-#include "coherence/replica_receiver.h"
-#include "coherence/version_publisher.h"
 #include "coherence/wire_format.h"
 #include "daemon/area_directory.h"
 #include "daemon/cluster_config.h"
 #include "daemon/daemon_config.h"
 #include "daemon/export_host.h"
+#include "daemon/import_host.h"
 #include "daemon/tunables.h"
 #include "net/transport.h"
 
@@ -75,7 +76,8 @@ class RemoteSync {
     std::unique_ptr<ShmExportHost> host;
     std::unique_ptr<AreaExport> area;
   };
-  // Another host's area replicated here.
+  // Another host's area replicated here: AreaImport decides, ShmImportHost
+  // reaches its memory and sends its acks.
   struct Replica {
     uint32_t local_index = 0;
     uint32_t local_generation = 0;  // of the local slot: a freed slot may be reused
@@ -83,15 +85,9 @@ class RemoteSync {
     uint32_t origin_index = 0;
     uint32_t origin_generation = 0;
     std::string name;
-    bool named = false;  // attachable by local clients
-    std::unique_ptr<ReplicaReceiver> receiver;
-    std::unique_ptr<VersionPublisher> publisher;
-    // The reader buffer that will hold the next version, which frames are
-    // written into directly; -1: none was free, frames go to the staging copy
-    // and are copied from there when the version is published.
-    int target = -1;
+    std::unique_ptr<ShmImportHost> host;
+    std::unique_ptr<AreaImport> area;
     uint64_t subscribed_ns = 0;
-    uint64_t last_ack_ns = 0;
   };
   struct RemoteEntry {
     wire::DirectoryEntry entry;
@@ -121,14 +117,7 @@ class RemoteSync {
 
   // remote_replica.cpp
   void OnData(const wire::Frame& f, uint16_t host, uint64_t now_ns);
-  bool ReplicaTurn(Replica& r, uint64_t now_ns);
-  void SendAck(Replica& r, uint64_t now_ns);
-  void PublishReplica(Replica& r, uint64_t now_ns);
-  // Between versions: points the receiver at a free reader buffer, or at the
-  // staging copy when local readers pin every spare (never at the latest).
-  // `catch_up`: also bring that buffer up to the latest version now (between
-  // versions; not when a frame of the next one is already waiting).
-  void AimReplica(Replica& r, bool catch_up);
+  void SendAck(const Replica& r, const AckReport& ack);
   // Something arrived from `host` (a heartbeat gives its incarnation, other
   // frames 0): tells membership, and acts on the host coming up or restarting.
   void HeardFrom(uint16_t host, uint64_t incarnation, uint64_t now_ns);
@@ -155,6 +144,7 @@ class RemoteSync {
   uint64_t incarnation_;
   SyncParams params_;
   ExportCounters export_counters_;  // of every export, copied into stats_ each turn
+  ImportCounters import_counters_;  // of every replica, likewise
   std::unique_ptr<net::Transport> transport_;
   std::unique_ptr<Membership> membership_;
   std::map<uint32_t, ExportedArea> exports_;  // by local area index

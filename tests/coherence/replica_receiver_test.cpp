@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "coherence/wire_format.h"
+#include "tests/coherence/transfer_frames.h"
 
 namespace dsm::wire {
 // Internal linkage: wire_format_test.cpp defines its own, with external linkage.
@@ -31,46 +32,11 @@ constexpr size_t kRounded = kLines * kLineBytes;
 // A frame carries at most 8 lines: a full transfer is 126 frames.
 constexpr size_t kFrameBytes = sizeof(wire::Header) + sizeof(wire::Run) + 8 * kLineBytes;
 
-struct VectorSink {
-  uint8_t* Reserve(size_t max_bytes) {
-    scratch.assign(max_bytes, 0xcd);
-    return scratch.data();
-  }
-  void Commit(size_t bytes) {
-    frames.emplace_back(scratch.begin(), scratch.begin() + static_cast<std::ptrdiff_t>(bytes));
-  }
-  std::vector<Bytes> frames;
-  Bytes scratch;
-};
-
-// The frames of one transfer, written by DataFrameWriter and decoded with
-// wire::Decode (so each Frame's views point into `bytes`).
-struct Frames {
-  std::vector<Bytes> bytes;
-  wire::Frame operator[](size_t seq) const {
-    wire::Frame f{};
-    const DropReason r = wire::Decode(bytes.at(seq), &f);
-    EXPECT_EQ(r, DropReason::kNone);
-    return f;
-  }
-  size_t size() const { return bytes.size(); }
-};
+using ::dsm::testing::Frames;
 
 Frames MakeFrames(const LineSet& lines, const Bytes& content, uint64_t version, uint64_t base,
                   bool full, uint32_t transfer_id, size_t frame_bytes = kFrameBytes) {
-  wire::Header h{};
-  h.source_host = 1;
-  h.dest_host = 2;
-  h.area_index = 3;
-  h.area_generation = 4;
-  h.version = version;
-  h.base_version = base;
-  h.flags = full ? wire::kFlagFull : 0;
-  h.transfer_id = transfer_id;
-  wire::DataFrameWriter writer(frame_bytes, h);
-  VectorSink sink;
-  writer.Write(lines, content.data(), sink);
-  return Frames{std::move(sink.frames)};
+  return ::dsm::testing::MakeFrames(lines, content, version, base, full, transfer_id, frame_bytes);
 }
 
 LineSet All(size_t area = kArea) {

@@ -36,6 +36,7 @@
 #include <vector>
 
 #include "coherence/area_export.h"
+#include "coherence/area_import.h"
 #include "coherence/line_copy.h"
 #include "coherence/line_set.h"
 #include "coherence/replica_receiver.h"
@@ -318,8 +319,8 @@ class Model {
     for (const auto& r : replicas_) {
       SCOPED_TRACE(Describe(*r));
       ASSERT_TRUE(r->subscribed);
-      EXPECT_TRUE(r->rx->has_base());
-      EXPECT_EQ(r->rx->complete_version(), host_.version);
+      EXPECT_TRUE(r->rx().has_base());
+      EXPECT_EQ(r->rx().complete_version(), host_.version);
       EXPECT_EQ(std::memcmp(r->buffers[r->latest].data(), host_.writer.data(), rounded_), 0);
     }
   }
@@ -376,22 +377,35 @@ class Model {
     std::vector<wire::SeqRange> missing;
     int due_round = 0;
   };
-  struct Replica {
+  // A reader host's replica as AreaImport meets it: reader buffers that local
+  // readers pin at random, a staging copy, and acks onto the network.
+  struct Replica : ImportHost {
+    Model* model = nullptr;
     uint16_t host = 0;
     bool subscribed = false;
     Bytes staging;
     std::vector<Bytes> buffers;  // what local readers see: the latest one
     uint32_t latest = 0;
     Bytes latest_snapshot;  // the latest buffer as published
-    int target = -1;  // the buffer frames go to; -1: the staging copy
-    std::unique_ptr<ReplicaReceiver> rx;
-    std::unique_ptr<VersionPublisher> publisher;
+    std::unique_ptr<AreaImport> import;
+    ImportCounters counters;
     std::vector<Packet> inbox;
-    uint64_t last_ack_ns = 0;
-    int publish_round = -1;  // a deferred publish happens then
     bool any_complete = false;
     uint64_t last_complete = 0;
     uint64_t completions = 0;
+
+    const ReplicaReceiver& rx() const { return import->receiver(); }
+    int SpareForNextVersion() override { return model->PickTarget(*this); }
+    int SpareToPublish() override { return model->PickTarget(*this); }
+    uint32_t Latest() override { return latest; }
+    uint8_t* Buffer(int b) override {
+      return b < 0 ? staging.data() : buffers[static_cast<size_t>(b)].data();
+    }
+    void Publish(uint32_t buffer, uint64_t version, size_t, uint64_t) override {
+      model->Published(*this, buffer, version);
+    }
+    void CaughtUp(size_t) override {}
+    void SendAck(const AckReport& ack) override { model->SendAck(*this, ack); }
   };
   bool Coin(double p) { return std::uniform_real_distribution<double>(0, 1)(rng_) < p; }
   size_t Below(size_t n) { return static_cast<size_t>(rng_() % n); }
@@ -399,9 +413,9 @@ class Model {
   std::string Describe(const Replica& r) const {
     if (!r.subscribed) return "host " + std::to_string(r.host) + " not subscribed";
     return "host " + std::to_string(r.host) + ": complete " +
-           std::to_string(r.rx->complete_version()) + (r.rx->has_base() ? "" : " (no base)") +
+           std::to_string(r.rx().complete_version()) + (r.rx().has_base() ? "" : " (no base)") +
            ", assembling " +
-           (r.rx->assembling() ? std::to_string(r.rx->assembling_version()) : std::string("-")) +
+           (r.rx().assembling() ? std::to_string(r.rx().assembling_version()) : std::string("-")) +
            ", sender's acked " + std::to_string(export_->sender().acked(r.host)) + ", completions " +
            std::to_string(r.completions);
   }
@@ -410,17 +424,13 @@ class Model {
   uint32_t Buffers() const { return 2 + static_cast<uint32_t>(p_.seed % 3); }
 
   void StartReplica(Replica& r) {
+    r.model = this;
     r.staging.assign(rounded_, 0xee);  // junk: a line never sent shows up
     r.buffers.assign(Buffers(), Bytes(rounded_, 0xdd));
     r.latest = 0;
     r.latest_snapshot.clear();
-    r.rx = std::make_unique<ReplicaReceiver>(p_.area_bytes, r.staging.data());
-    r.publisher = std::make_unique<VersionPublisher>(p_.area_bytes, Buffers());
-    r.target = -1;
-    Aim(r);
+    r.import = std::make_unique<AreaImport>(p_.area_bytes, Buffers(), kSync, &r, &r.counters);
     r.subscribed = true;
-    r.last_ack_ns = 0;
-    r.publish_round = -1;
     r.any_complete = false;
     r.last_complete = 0;
     export_->Subscribe(r.host);
@@ -442,8 +452,8 @@ class Model {
     const ReplicaSender& sender = export_->sender();
     if (sender.version() != wv || sender.AwaitingAcks(now_, kSync.retransmit_timeout_ns)) return false;
     for (const auto& r : replicas_) {
-      if (!r->subscribed || !r->rx->has_base() || r->rx->complete_version() != wv ||
-          r->rx->publish_pending() || sender.acked(r->host) != wv) {
+      if (!r->subscribed || !r->rx().has_base() || r->rx().complete_version() != wv ||
+          r->rx().publish_pending() || sender.acked(r->host) != wv) {
         return false;
       }
     }
@@ -497,8 +507,8 @@ class Model {
     uint64_t floor = host_.version;
     for (const auto& r : replicas_) {
       if (!r->subscribed) continue;
-      if (!r->rx->has_base()) return;
-      floor = std::min(floor, r->rx->complete_version());
+      if (!r->rx().has_base()) return;
+      floor = std::min(floor, r->rx().complete_version());
     }
     floors_.push_back(floor);
     if (floors_.size() <= kLateRounds) return;
@@ -637,38 +647,7 @@ class Model {
         continue;
       }
       ++frames_delivered_;
-      if (r.target < 0 && r.rx->changed().Empty()) Aim(r);
-      const ReplicaReceiver::Result res = r.rx->OnData(f, now_);
-      ++stats_[static_cast<size_t>(res.drop)];
-      if (res.completed) {
-        SendAck(r);  // first, as dsmd: the sender may move on while we copy locally
-        Completed(r);
-      } else if (res.ack_now && now_ - r.last_ack_ns >= kSync.ack_min_gap_ns) {
-        SendAck(r);  // frames we cannot use: one ack per gap is enough
-      }
-    }
-  }
-
-  void Completed(Replica& r) {
-    const uint64_t v = r.rx->complete_version();
-    ++r.completions;
-    if (r.any_complete && v <= r.last_complete) {
-      ADD_FAILURE() << "host " << r.host << " completed " << v << " after " << r.last_complete;
-      ++failures_;
-    }
-    r.any_complete = true;
-    r.last_complete = v;
-    auto it = history_.find(v);
-    if (it == history_.end()) {
-      ADD_FAILURE() << "host " << r.host << " completed version " << v
-                    << ", which was never published (writer at " << host_.version << ", round " << round_ << ", seed " << p_.seed << ")";
-      ++failures_;
-    }
-    if (r.target < 0 && PickTarget(r) < 0) {
-      // Local readers hold every spare buffer: retried in a later turn.
-      r.publish_round = round_ + 1 + static_cast<int>(Below(3));
-    } else {
-      Publish(r);
+      ++stats_[static_cast<size_t>(r.import->OnData(f, now_))];
     }
   }
 
@@ -680,17 +659,6 @@ class Model {
       if (Coin(p_.pin)) pinned |= 1u << b;
     }
     return PickTargetBuffer(static_cast<uint32_t>(r.buffers.size()), r.latest, pinned);
-  }
-
-  // dsmd's AimReplica: between versions, frames go to a spare buffer, or to
-  // the staging copy while local readers pin every spare; a spare is caught up
-  // with the latest version at once (VersionPublisher::CatchUp).
-  void Aim(Replica& r) {
-    const int b = PickTarget(r);
-    uint8_t* dst = b >= 0 ? r.buffers[static_cast<size_t>(b)].data() : r.staging.data();
-    if (!r.rx->SetTarget(dst)) return;
-    r.target = b;
-    if (b >= 0) r.publisher->CatchUp(static_cast<uint32_t>(b), r.buffers[r.latest].data(), dst);
   }
 
   // What local readers may hold must not change under them: the latest buffer
@@ -710,7 +678,7 @@ class Model {
       for (size_t line = 0; line < lines_; ++line) {
         if (std::memcmp(r.buffers[b].data() + line * kLineBytes, latest.data() + line * kLineBytes,
                         kLineBytes) != 0 &&
-            !r.publisher->pending(b).Test(line)) {
+            !r.import->publisher().pending(b).Test(line)) {
           ADD_FAILURE() << "host " << r.host << ": buffer " << b << " differs from the latest at line "
                         << line << ", which is not pending for it (seed " << p_.seed << ")";
           ++failures_;
@@ -720,76 +688,55 @@ class Model {
     }
   }
 
-  // dsmd's PublishReplica: lines staged since the last publish are copied over
-  // (when they went to the staging copy), what the target missed comes from
-  // the latest buffer (VersionPublisher::PublishInPlace); the target must then
-  // be the version, byte for byte.
-  void Publish(Replica& r) {
-    const LineSet& written = r.rx->changed();
+  // AreaImport published `version` into `buffer`: it must be the writer's
+  // version, byte for byte; the latest buffer did not change since the last
+  // publish; versions only go forward.
+  void Published(Replica& r, uint32_t buffer, uint64_t version) {
     CheckBuffers(r, "before a publish");
-    int picked = r.target;
-    if (picked < 0) {
-      // Deferred until a spare is free (Completed/ReplicaTurn retry).
-      while ((picked = PickTarget(r)) < 0) {
-      }
+    ++r.completions;
+    if (r.any_complete && version <= r.last_complete) {
+      ADD_FAILURE() << "host " << r.host << " published " << version << " after " << r.last_complete;
+      ++failures_;
     }
-    const uint32_t t = static_cast<uint32_t>(picked);
-    if (r.target < 0) {
-      written.ForEachPage([&](size_t page, uint64_t mask) {
-        CopyPageLines(page, mask, r.staging.data(), r.buffers[t].data());
-      });
-    }
-    r.publisher->PublishInPlace(written, t, r.buffers[r.latest].data(), r.buffers[t].data());
-    r.latest = t;
-    const uint64_t v = r.rx->complete_version();
-    auto it = history_.find(v);
-    if (it != history_.end() && std::memcmp(r.buffers[t].data(), it->second.data(), rounded_) != 0) {
+    r.any_complete = true;
+    r.last_complete = version;
+    auto it = history_.find(version);
+    if (it == history_.end()) {
+      ADD_FAILURE() << "host " << r.host << " published version " << version
+                    << ", which was never published (writer at " << host_.version << ", round "
+                    << round_ << ", seed " << p_.seed << ")";
+      ++failures_;
+    } else if (std::memcmp(r.buffers[buffer].data(), it->second.data(), rounded_) != 0) {
       size_t line = 0;
-      while (std::memcmp(r.buffers[t].data() + line * kLineBytes,
+      while (std::memcmp(r.buffers[buffer].data() + line * kLineBytes,
                          it->second.data() + line * kLineBytes, kLineBytes) == 0) {
         ++line;
       }
-      ADD_FAILURE() << "host " << r.host << " published version " << v << " ("
-                    << (r.target < 0 ? "staged" : "in place")
-                    << ") but its readers' copy differs from the writer's at line " << line
+      ADD_FAILURE() << "host " << r.host << " published version " << version
+                    << " but its readers' copy differs from the writer's at line " << line
                     << " (seed " << p_.seed << ", round " << round_ << ")";
       ++failures_;
     }
-    r.rx->Published();
-    r.rx->SetTarget(r.staging.data());  // as dsmd: the next frame aims
-    r.target = -1;
+    r.latest = buffer;
     r.latest_snapshot = r.buffers[r.latest];
     CheckPending(r);
   }
 
-  void SendAck(Replica& r) {
+  void SendAck(const Replica& r, const AckReport& ack) {
+    if (Coin(p_.ack_drop) || Cut(r.host)) return;
     AckMsg a;
     a.host = r.host;
-    a.complete = r.rx->complete_version();
-    a.has_base = r.rx->has_base();
-    a.assembling_version = r.rx->assembling_version();
-    a.transfer = r.rx->assembling_transfer();
-    a.missing.resize(wire::kMaxMissingRanges);
-    a.missing.resize(r.rx->MissingRanges(a.missing.data(), a.missing.size()));
+    a.complete = ack.complete_version;
+    a.has_base = !ack.holds_nothing;
+    a.assembling_version = ack.assembling_version;
+    a.transfer = ack.transfer_id;
+    a.missing.assign(ack.missing.begin(), ack.missing.end());
     a.due_round = Coin(0.3) ? round_ + 1 : round_;
-    r.last_ack_ns = now_;
-    if (Coin(p_.ack_drop) || Cut(r.host)) return;
     acks_.push_back(std::move(a));
   }
 
   void ReplicaTurn(Replica& r) {
-    if (r.publish_round >= 0) {
-      if (r.publish_round <= round_) {
-        r.publish_round = -1;
-        Publish(r);
-      }
-      return;
-    }
-    if (r.target < 0 && !r.rx->assembling()) Aim(r);
-    if (r.rx->assembling() && now_ - r.rx->last_frame_ns() > kSync.nack_after_ns &&
-        now_ - r.last_ack_ns > kSync.nack_after_ns) {
-      SendAck(r);
-    }
+    r.import->Turn(now_);
   }
 
   // dsmd's OnAck: record the receiver's state, resend what it misses of a
@@ -860,7 +807,7 @@ TEST(ReplicationModelTest, SmallAreaWithAPartialLastLineAndTinyFrames) {
     p.seed = seed;
     p.area_bytes = 64 * 1024 - 24;
     p.frame_bytes = wire::DataFrameWriter::kMinFrameBytes + 3 * kLineBytes;  // 4 lines
-    p.write_rounds = 100;
+    p.write_rounds = 200;
     RunModel(p);
     if (HasFailure()) return;
   }
@@ -912,6 +859,7 @@ TEST(ReplicationModelTest, HeavyLoss) {
     p.ack_drop = 0.2;
     p.late = 0.15;
     p.duplicate = 0.1;
+    p.write_rounds = 400;  // a version takes ~50 rounds: NACK rounds of 10 ms
     p.settle_rounds = 3000;
     RunModel(p);
     if (HasFailure()) return;

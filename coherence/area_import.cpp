@@ -1,0 +1,103 @@
+#include "coherence/area_import.h"
+
+#include "coherence/line_copy.h"
+
+namespace dsm {
+
+AreaImport::AreaImport(size_t area_bytes, uint32_t buffer_count, const SyncParams& params,
+                       ImportHost* host, ImportCounters* counters)
+    : params_(params),
+      host_(host),
+      counters_(counters),
+      receiver_(area_bytes, host->Buffer(-1)),
+      publisher_(area_bytes, buffer_count) {
+  Aim(false);
+}
+
+void AreaImport::Aim(bool catch_up) {
+  const int buffer = host_->SpareForNextVersion();
+  uint8_t* dst = host_->Buffer(buffer);
+  if (!receiver_.SetTarget(dst)) return;
+  target_ = buffer;
+  // Nothing of the next version is in it yet: what it missed of the earlier
+  // ones can be copied now rather than when that version completes.
+  if (buffer >= 0 && catch_up && publisher_.CatchUpWorthwhile(static_cast<uint32_t>(buffer))) {
+    const uint8_t* latest = host_->Buffer(static_cast<int>(host_->Latest()));
+    host_->CaughtUp(publisher_.CatchUp(static_cast<uint32_t>(buffer), latest, dst));
+  }
+}
+
+wire::DropReason AreaImport::OnData(const wire::Frame& frame, uint64_t now_ns) {
+  // The first line of a version goes straight to a reader buffer if one is
+  // free by now (local readers move off the previous version as soon as it
+  // is out).
+  if (target_ < 0 && receiver_.changed().Empty()) Aim(false);
+  const ReplicaReceiver::Result res = receiver_.OnData(frame, now_ns);
+  if (res.completed) {
+    ++counters_->versions_received;
+    SendAck(now_ns);  // first: the sender may move on while we copy locally
+    Publish(now_ns);
+  } else if (res.ack_now && now_ns - last_ack_ns_ >= params_.ack_min_gap_ns) {
+    // Frames we cannot use (another host's transfer, an old version) each
+    // ask for an ack; one per gap is enough to tell the sender where we are.
+    SendAck(now_ns);
+  }
+  return res.drop;
+}
+
+bool AreaImport::Publish(uint64_t now_ns) {
+  const int target = target_ >= 0 ? target_ : host_->SpareToPublish();
+  if (target < 0) return false;  // local readers hold every spare buffer
+  const LineSet& written = receiver_.changed();
+  uint8_t* dst = host_->Buffer(target);
+  size_t bytes = 0;
+  if (target_ < 0) {  // staged: copy the new lines over
+    const uint8_t* staging = host_->Buffer(-1);
+    written.ForEachPage([&](size_t page, uint64_t mask) {
+      bytes += CopyPageLines(page, mask, staging, dst);
+    });
+  } else {
+    bytes = written.CountLines() * kLineBytes;  // already in place
+    ++counters_->versions_received_in_place;
+  }
+  // What the target missed of earlier versions comes from the latest one.
+  const uint8_t* latest = host_->Buffer(static_cast<int>(host_->Latest()));
+  bytes += publisher_.PublishInPlace(written, static_cast<uint32_t>(target), latest, dst);
+  host_->Publish(static_cast<uint32_t>(target), receiver_.complete_version(), bytes, now_ns);
+  receiver_.Published();
+  // Not aimed at a spare yet: right now local readers still hold the version
+  // before, and with two buffers that is the only spare. The next frame, or
+  // the next turn, aims again.
+  receiver_.SetTarget(host_->Buffer(-1));
+  target_ = -1;
+  return true;
+}
+
+void AreaImport::SendAck(uint64_t now_ns) {
+  wire::SeqRange missing[wire::kMaxMissingRanges];
+  const size_t n = receiver_.MissingRanges(missing, wire::kMaxMissingRanges);
+  AckReport ack;
+  ack.complete_version = receiver_.complete_version();
+  ack.holds_nothing = !receiver_.has_base();
+  ack.assembling_version = receiver_.assembling_version();
+  ack.transfer_id = receiver_.assembling_transfer();
+  ack.missing = std::span<const wire::SeqRange>(missing, n);
+  host_->SendAck(ack);
+  last_ack_ns_ = now_ns;
+  ++counters_->acks_out;
+}
+
+bool AreaImport::Turn(uint64_t now_ns) {
+  if (receiver_.publish_pending()) return Publish(now_ns);
+  // Received into the staging copy for want of a free buffer: look again.
+  if (target_ < 0 && !receiver_.assembling()) Aim(true);
+  // Frames of a transfer stopped coming: say which are missing.
+  if (receiver_.assembling() && now_ns - receiver_.last_frame_ns() > params_.nack_after_ns &&
+      now_ns - last_ack_ns_ > params_.nack_after_ns) {
+    SendAck(now_ns);
+    return true;
+  }
+  return false;
+}
+
+}  // namespace dsm

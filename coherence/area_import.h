@@ -1,0 +1,112 @@
+// Everything dsmd decides for one replica of another host's area: where the
+// frames of the next version go, when a version is complete and published to
+// local readers, what a buffer that missed versions copies, and when to tell
+// the writer's host where the replica is (ACK) or what it lacks (NACK). Pure
+// logic: the replica's buffers, local readers' pins, publishing and the way
+// back to the writer's host are reached through ImportHost; time is passed in.
+//
+// Frames of the next version go straight into a spare reader buffer when one
+// is free (no copy at publish), else into the staging copy, which is copied
+// into a spare once local readers free one. The latest buffer never changes
+// between publishes: local readers may hold it.
+#ifndef DSM_COHERENCE_AREA_IMPORT_H_
+#define DSM_COHERENCE_AREA_IMPORT_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+#include "coherence/replica_receiver.h"
+#include "coherence/sync_params.h"
+#include "coherence/version_publisher.h"
+#include "coherence/wire_format.h"
+
+namespace dsm {
+
+// What a replica tells the writer's host: its complete version, and the
+// frames it misses of the transfer it assembles.
+struct AckReport {
+  uint64_t complete_version = 0;
+  bool holds_nothing = false;  // no complete version yet: not an ack of version 0
+  uint64_t assembling_version = 0;
+  uint32_t transfer_id = 0;
+  std::span<const wire::SeqRange> missing;
+};
+
+// What AreaImport needs of the host the replica lives on. Buffers are the
+// replica's reader buffers by index; -1 is the staging copy.
+class ImportHost {
+ public:
+  virtual ~ImportHost() = default;
+  // A buffer local readers do not pin, other than the latest, for frames of
+  // the next version; -1 if they pin every spare.
+  virtual int SpareForNextVersion() = 0;
+  // The same when a staged version is to be published; -1 makes the publish
+  // wait (AreaImport::Turn retries).
+  virtual int SpareToPublish() = 0;
+  // The buffer local readers see (the latest version's).
+  virtual uint32_t Latest() = 0;
+  // A buffer's bytes (the area's mapped size, whole lines).
+  virtual uint8_t* Buffer(int buffer) = 0;
+  // Makes `buffer` the latest, holding `version`, for local readers;
+  // `bytes_copied` were written for it.
+  virtual void Publish(uint32_t buffer, uint64_t version, size_t bytes_copied,
+                       uint64_t now_ns) = 0;
+  // `bytes` of a spare buffer were brought up to the latest version ahead
+  // of the next.
+  virtual void CaughtUp(size_t bytes) = 0;
+  virtual void SendAck(const AckReport& ack) = 0;
+};
+
+// What AreaImport did, for dsmctl (added to, never reset).
+struct ImportCounters {
+  uint64_t versions_received = 0;
+  uint64_t versions_received_in_place = 0;  // frames went straight to the published buffer
+  uint64_t acks_out = 0;
+};
+
+class AreaImport {
+ public:
+  // `buffer_count`: the replica's reader buffers. Aims at a spare at once.
+  AreaImport(size_t area_bytes, uint32_t buffer_count, const SyncParams& params, ImportHost* host,
+             ImportCounters* counters);
+
+  // A DATA frame of this area (validated by wire::Decode, from the writer's
+  // host, addressed here). Returns why it was not used (kNone: it was).
+  wire::DropReason OnData(const wire::Frame& frame, uint64_t now_ns);
+  // One turn: publishes a version that waits for a free buffer, aims the
+  // next at one, asks for frames of a transfer that stopped coming. Returns
+  // whether anything happened.
+  bool Turn(uint64_t now_ns);
+
+  // DATA claiming versions above this is refused: the writer's host
+  // advertises its latest version (plus SyncParams::version_slack).
+  void set_version_limit(uint64_t limit) { receiver_.set_version_limit(limit); }
+
+  const ReplicaReceiver& receiver() const { return receiver_; }
+  const VersionPublisher& publisher() const { return publisher_; }
+  // The buffer frames of the next version go to; -1: the staging copy.
+  int target() const { return target_; }
+
+ private:
+  // Between versions: points the receiver at a spare buffer, or at the
+  // staging copy when local readers pin every spare. `catch_up`: also bring
+  // that buffer up to the latest version now (not when a frame of the next
+  // version is already waiting).
+  void Aim(bool catch_up);
+  // Publishes the completed version (false: no buffer free yet).
+  bool Publish(uint64_t now_ns);
+  void SendAck(uint64_t now_ns);
+
+  SyncParams params_;
+  ImportHost* host_;
+  ImportCounters* counters_;
+  ReplicaReceiver receiver_;
+  VersionPublisher publisher_;
+  int target_ = -1;
+  uint64_t last_ack_ns_ = 0;
+};
+
+}  // namespace dsm
+
+#endif  // DSM_COHERENCE_AREA_IMPORT_H_

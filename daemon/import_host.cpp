@@ -1,0 +1,43 @@
+#include "daemon/import_host.h"
+
+#include <utility>
+
+#include "coherence/version_publisher.h"
+#include "libdsm/publish_protocol.h"
+
+namespace dsm {
+
+ShmImportHost::ShmImportHost(AreaDirectory* directory, uint32_t index, AreaControl* area,
+                             uint8_t* backing, std::function<void(const AckReport&)> send_ack)
+    : directory_(directory),
+      index_(index),
+      area_(*area),
+      backing_(backing),
+      send_ack_(std::move(send_ack)) {}
+
+int ShmImportHost::SpareForNextVersion() {
+  // A reader pins only the latest buffer (PinLatest re-checks `latest`), so a
+  // buffer unpinned now stays unpinned until we make it the latest.
+  return PickTargetBuffer(area_.buffer_count, Latest(), PinnedBuffers(area_));
+}
+
+int ShmImportHost::SpareToPublish() { return ChoosePublishTarget(area_); }
+
+uint32_t ShmImportHost::Latest() { return UnpackLatest(area_.latest.load()).buffer; }
+
+uint8_t* ShmImportHost::Buffer(int buffer) {
+  return backing_ + (buffer >= 0 ? area_.buffer_offset[buffer] : area_.writer_offset);
+}
+
+void ShmImportHost::Publish(uint32_t buffer, uint64_t version, size_t bytes_copied,
+                            uint64_t now_ns) {
+  CompletePublish(area_, buffer, version, now_ns, bytes_copied);
+  if (!named_) named_ = directory_->NameReplica(index_);
+}
+
+void ShmImportHost::CaughtUp(size_t bytes) {
+  area_.bytes_published.fetch_add(bytes, std::memory_order_relaxed);
+  area_.bytes_caught_up.fetch_add(bytes, std::memory_order_relaxed);
+}
+
+}  // namespace dsm

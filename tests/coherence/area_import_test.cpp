@@ -1,0 +1,246 @@
+// The rules AreaImport keeps for a replica: where frames of the next version
+// go, when a version is published and with what, and when the writer's host
+// hears from the replica.
+#include "coherence/area_import.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <initializer_list>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "coherence/line_set.h"
+#include "coherence/sync_params.h"
+#include "coherence/version_publisher.h"
+#include "tests/coherence/transfer_frames.h"
+
+namespace dsm {
+namespace {
+
+using ::dsm::testing::Bytes;
+using ::dsm::testing::Frames;
+using ::dsm::testing::MakeFrames;
+
+// 1000 lines and 40 bytes: the last line is partial.
+constexpr size_t kArea = 1000 * kLineBytes + 40;
+constexpr size_t kRounded = 1001 * kLineBytes;
+// 8 lines per frame: a full transfer is 126 frames.
+constexpr size_t kFrameBytes = sizeof(wire::Header) + sizeof(wire::Run) + 8 * kLineBytes;
+const SyncParams kParams{};
+constexpr uint64_t kT0 = 1'000'000'000;
+
+// A replica's host: reader buffers local readers pin as a test says, a
+// staging copy, and a record of publishes and acks in order.
+class FakeReplicaHost : public ImportHost {
+ public:
+  explicit FakeReplicaHost(uint32_t buffer_count)
+      : staging(kRounded, 0xee), buffers(buffer_count, Bytes(kRounded, 0)) {}
+
+  Bytes staging;
+  std::vector<Bytes> buffers;
+  uint32_t latest = 0;
+  uint32_t pinned = 0;  // by local readers: bit per buffer
+  struct Ack {
+    uint64_t complete_version;
+    bool holds_nothing;
+    uint64_t assembling_version;
+    std::vector<wire::SeqRange> missing;
+  };
+  std::vector<Ack> acks;
+  std::vector<uint64_t> published;  // versions
+  std::vector<std::string> events;  // "ack" and "publish", in order
+  size_t caught_up = 0;
+
+  int SpareForNextVersion() override {
+    return PickTargetBuffer(static_cast<uint32_t>(buffers.size()), latest, pinned);
+  }
+  int SpareToPublish() override { return SpareForNextVersion(); }
+  uint32_t Latest() override { return latest; }
+  uint8_t* Buffer(int b) override {
+    return b < 0 ? staging.data() : buffers[static_cast<size_t>(b)].data();
+  }
+  void Publish(uint32_t buffer, uint64_t version, size_t, uint64_t) override {
+    latest = buffer;
+    published.push_back(version);
+    events.push_back("publish");
+  }
+  void CaughtUp(size_t bytes) override { caught_up += bytes; }
+  void SendAck(const AckReport& a) override {
+    acks.push_back({a.complete_version, a.holds_nothing, a.assembling_version,
+                    std::vector<wire::SeqRange>(a.missing.begin(), a.missing.end())});
+    events.push_back("ack");
+  }
+};
+
+Bytes RandomContent(uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  Bytes b(kRounded, 0);
+  for (size_t i = 0; i < kArea; ++i) b[i] = static_cast<uint8_t>(rng());
+  return b;
+}
+
+LineSet All() {
+  LineSet s(kArea);
+  s.AddAll();
+  return s;
+}
+
+LineSet Lines(std::initializer_list<size_t> lines) {
+  LineSet s(kArea);
+  for (size_t l : lines) s.AddLines(l, 1);
+  return s;
+}
+
+// `next` is `prev` with `lines` rewritten.
+Bytes Rewrite(const Bytes& prev, std::initializer_list<size_t> lines, uint8_t value) {
+  Bytes next = prev;
+  for (size_t l : lines) std::fill_n(next.begin() + static_cast<std::ptrdiff_t>(l * kLineBytes), kLineBytes, value);
+  return next;
+}
+
+void Deliver(AreaImport& import, const Frames& frames, uint64_t now_ns) {
+  for (size_t i = 0; i < frames.size(); ++i) {
+    EXPECT_EQ(import.OnData(frames[i], now_ns), wire::DropReason::kNone) << "frame " << i;
+  }
+}
+
+class AreaImportTest : public ::testing::Test {
+ protected:
+  explicit AreaImportTest(uint32_t buffers = 2)
+      : host_(buffers), import_(kArea, buffers, kParams, &host_, &counters_) {}
+
+  // Version 5, the whole area, published into buffer 1.
+  Bytes ReceiveFirstVersion() {
+    Bytes v5 = RandomContent(5);
+    Deliver(import_, MakeFrames(All(), v5, 5, 0, true, 1, kFrameBytes), kT0);
+    EXPECT_EQ(host_.published, (std::vector<uint64_t>{5}));
+    EXPECT_EQ(host_.latest, 1u);
+    return v5;
+  }
+
+  FakeReplicaHost host_;
+  ImportCounters counters_;
+  AreaImport import_;
+};
+
+TEST_F(AreaImportTest, FramesOfTheNextVersionGoStraightIntoASpareAndArePublishedWithoutACopy) {
+  const Bytes v5 = ReceiveFirstVersion();
+  EXPECT_EQ(host_.buffers[1], v5);
+  EXPECT_EQ(host_.staging, Bytes(kRounded, 0xee)) << "nothing was staged";
+  EXPECT_EQ(counters_.versions_received, 1u);
+  EXPECT_EQ(counters_.versions_received_in_place, 1u);
+  // The writer's host hears of the version before the local publish: it may
+  // move on while this host copies.
+  EXPECT_EQ(host_.events, (std::vector<std::string>{"ack", "publish"}));
+  EXPECT_EQ(host_.acks[0].complete_version, 5u);
+  EXPECT_FALSE(host_.acks[0].holds_nothing);
+}
+
+TEST(AreaImportPinTest, WhileReadersPinEverySpareFramesAreStagedAndCopiedAtThePublish) {
+  FakeReplicaHost host(2);
+  ImportCounters counters;
+  host.pinned = 0b10;  // the only spare
+  AreaImport import(kArea, 2, kParams, &host, &counters);
+  const Bytes v5 = RandomContent(5);
+  const Frames frames = MakeFrames(All(), v5, 5, 0, true, 1, kFrameBytes);
+  for (size_t i = 0; i + 1 < frames.size(); ++i) import.OnData(frames[i], kT0);
+  EXPECT_EQ(import.target(), -1);
+  host.pinned = 0;  // the readers let go before the version completes
+  import.OnData(frames[frames.size() - 1], kT0);
+  ASSERT_EQ(host.published, (std::vector<uint64_t>{5}));
+  EXPECT_EQ(host.buffers[1], v5);
+  EXPECT_EQ(host.staging, v5);
+  EXPECT_EQ(counters.versions_received_in_place, 0u);
+}
+
+TEST(AreaImportPinTest, APublishWaitsForAFreeSpareAndATurnRetriesIt) {
+  FakeReplicaHost host(2);
+  ImportCounters counters;
+  host.pinned = 0b10;
+  AreaImport import(kArea, 2, kParams, &host, &counters);
+  const Bytes v5 = RandomContent(5);
+  Deliver(import, MakeFrames(All(), v5, 5, 0, true, 1, kFrameBytes), kT0);
+  EXPECT_TRUE(host.published.empty());
+  EXPECT_TRUE(import.receiver().publish_pending());
+  EXPECT_FALSE(import.Turn(kT0 + 1));
+  EXPECT_EQ(host.acks.size(), 1u) << "acked once, at completion";
+  host.pinned = 0;
+  EXPECT_TRUE(import.Turn(kT0 + 2));
+  EXPECT_EQ(host.published, (std::vector<uint64_t>{5}));
+  EXPECT_EQ(host.buffers[1], v5);
+}
+
+TEST_F(AreaImportTest, TheLatestBufferNeverChangesBetweenPublishesAndTheNextIsExact) {
+  const Bytes v5 = ReceiveFirstVersion();
+  const Bytes v6 = Rewrite(v5, {0, 500, 1000}, 0x66);
+  const Frames frames = MakeFrames(Lines({0, 500, 1000}), v6, 6, 5, false, 2, kFrameBytes);
+  for (size_t i = 0; i + 1 < frames.size(); ++i) {
+    EXPECT_EQ(import_.OnData(frames[i], kT0 + 1), wire::DropReason::kNone);
+    EXPECT_EQ(host_.buffers[1], v5) << "the latest buffer changed under local readers";
+  }
+  import_.OnData(frames[frames.size() - 1], kT0 + 1);
+  ASSERT_EQ(host_.published, (std::vector<uint64_t>{5, 6}));
+  EXPECT_EQ(host_.latest, 0u);
+  // Buffer 0 missed version 5 altogether: the publish brought it up to date.
+  EXPECT_EQ(host_.buffers[0], v6);
+}
+
+TEST_F(AreaImportTest, ASpareThatMissedFewLinesIsCaughtUpWhenATurnAimsAtIt) {
+  const Bytes v5 = ReceiveFirstVersion();
+  const Bytes v6 = Rewrite(v5, {10}, 0x66);
+  Deliver(import_, MakeFrames(Lines({10}), v6, 6, 5, false, 2, kFrameBytes), kT0 + 1);
+  ASSERT_EQ(host_.latest, 0u);
+  // Buffer 1 lacks line 10 of version 6: a turn between versions copies it
+  // now, not when version 7 completes.
+  EXPECT_EQ(import_.target(), -1);
+  import_.Turn(kT0 + 2);
+  EXPECT_EQ(import_.target(), 1);
+  EXPECT_EQ(host_.caught_up, kLineBytes);
+  EXPECT_EQ(host_.buffers[1], v6);
+}
+
+TEST_F(AreaImportTest, FramesItCannotUseAreAckedAtMostOncePerGap) {
+  const Bytes v5 = ReceiveFirstVersion();
+  const Frames again = MakeFrames(All(), v5, 5, 0, true, 1, kFrameBytes);
+  ASSERT_EQ(host_.acks.size(), 1u);
+  // Version 5 again: the sender did not hear the ack. One per gap is enough.
+  EXPECT_EQ(import_.OnData(again[0], kT0 + 1), wire::DropReason::kStaleVersion);
+  EXPECT_EQ(import_.OnData(again[1], kT0 + kParams.ack_min_gap_ns - 1),
+            wire::DropReason::kStaleVersion);
+  EXPECT_EQ(host_.acks.size(), 1u);
+  import_.OnData(again[2], kT0 + kParams.ack_min_gap_ns);
+  ASSERT_EQ(host_.acks.size(), 2u);
+  EXPECT_EQ(host_.acks[1].complete_version, 5u);
+}
+
+TEST_F(AreaImportTest, ATransferThatStopsComingIsNackedWithWhatItLacksAfterTheQuiet) {
+  const Bytes v5 = RandomContent(5);
+  const Frames frames = MakeFrames(All(), v5, 5, 0, true, 1, kFrameBytes);
+  for (size_t i = 0; i < frames.size(); ++i) {
+    if (i != 2 && i != 5 && i != 6) import_.OnData(frames[i], kT0);
+  }
+  EXPECT_FALSE(import_.Turn(kT0 + kParams.nack_after_ns));
+  EXPECT_TRUE(host_.acks.empty());
+  EXPECT_TRUE(import_.Turn(kT0 + kParams.nack_after_ns + 1));
+  ASSERT_EQ(host_.acks.size(), 1u);
+  const FakeReplicaHost::Ack& nack = host_.acks[0];
+  EXPECT_TRUE(nack.holds_nothing) << "no version yet: not an ack of version 0";
+  EXPECT_EQ(nack.assembling_version, 5u);
+  ASSERT_EQ(nack.missing.size(), 2u);
+  EXPECT_EQ(nack.missing[0].first, 2u);
+  EXPECT_EQ(nack.missing[0].count, 1u);
+  EXPECT_EQ(nack.missing[1].first, 5u);
+  EXPECT_EQ(nack.missing[1].count, 2u);
+  // Not again until another quiet period.
+  EXPECT_FALSE(import_.Turn(kT0 + kParams.nack_after_ns + 2));
+  EXPECT_TRUE(import_.Turn(kT0 + 2 * kParams.nack_after_ns + 2));
+  EXPECT_EQ(host_.acks.size(), 2u);
+  for (size_t i : {2, 5, 6}) import_.OnData(frames[i], kT0 + 3 * kParams.nack_after_ns);
+  EXPECT_EQ(host_.published, (std::vector<uint64_t>{5}));
+  EXPECT_EQ(host_.buffers[1], v5);
+}
+
+}  // namespace
+}  // namespace dsm
