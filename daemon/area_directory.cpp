@@ -7,6 +7,7 @@
 
 #include "coherence/version_publisher.h"
 #include "dsm/dsm.h"
+#include "libdsm/contract/region_limits.h"
 
 namespace dsm {
 
@@ -101,40 +102,25 @@ DirectoryResult AreaDirectory::Alloc(const Client& client, const Request& req, u
                              backing_alloc_.capacity()));
   }
   const ControlHeader& hdr = segment_->header;
-  AreaControl& a = area(index);
-  a.generation += 1;
-  std::memset(a.name, 0, sizeof(a.name));
-  std::memcpy(a.name, name.data(), name.size());
-  a.addr = hdr.slice_base + *addr_off;
-  a.size = req.size;
-  a.mapped_size = mapped;
-  a.writer_pid = client.pid;
-  a.writer_client = client.id;
-  a.owner_host = hdr.host_id;
-  a.buffer_count = buffers;
-  a.sync_interval_ns = req.sync_interval_us != 0 ? uint64_t{req.sync_interval_us} * 1000
+  AreaLayout l;
+  l.name = name;
+  l.addr = hdr.slice_base + *addr_off;
+  l.size = req.size;
+  l.mapped_size = mapped;
+  l.buffers = buffers;
+  l.backing_offset = *back_off;
+  l.export_pages = export_pages;
+  l.export_bytes = export_bytes;
+  l.sync_interval_ns = req.sync_interval_us != 0 ? uint64_t{req.sync_interval_us} * 1000
                                                  : hdr.default_sync_interval_ns;
-  a.staleness_bound_ns = req.staleness_bound_ms != 0 ? uint64_t{req.staleness_bound_ms} * 1000000
+  l.staleness_bound_ns = req.staleness_bound_ms != 0 ? uint64_t{req.staleness_bound_ms} * 1000000
                                                      : hdr.default_staleness_bound_ns;
-  a.writer_offset = *back_off;
-  for (uint32_t b = 0; b < kMaxReaderBuffers; ++b) {
-    a.buffer_offset[b] = b < buffers ? *back_off + (1 + b) * mapped : 0;
-  }
-  a.origin_host = hdr.host_id;
-  a.origin_index = index;
-  a.origin_generation = a.generation;
-  a.is_replica = 0;
-  a.export_offset = *back_off + mapped * copies;
-  a.export_pages = export_pages;
-  a.export_bytes = export_bytes;
-  a.backing_bytes = backing_bytes;
-  a.export_enabled.store(0);
-  a.export_index.store(0);
-  a.export_seq.store(0);
-  a.export_version[0].store(0);
-  a.export_version[1].store(0);
-  ResetVersions(a, now_ns, now_ns);
-  a.state.store(static_cast<uint32_t>(AreaState::kLive), std::memory_order_release);
+  l.writer_pid = client.pid;
+  l.writer_client = client.id;
+  l.owner_host = hdr.host_id;
+  l.confirmed_ns = now_ns;
+  StartArea(index, l, now_ns);
+  const AreaControl& a = area(index);
   by_name_[name] = index;
   DirectoryResult r;
   r.area_index = index;
@@ -261,34 +247,23 @@ std::optional<uint32_t> AreaDirectory::CreateReplica(const wire::DirectoryEntry&
                          "--region-size)", bytes, backing_alloc_.free_bytes());
     return std::nullopt;
   }
-  AreaControl& a = area(index);
-  a.generation += 1;
-  std::memcpy(a.name, origin.name, sizeof(a.name));
-  a.name[kMaxNameBytes - 1] = '\0';
-  a.addr = origin.addr;
-  a.size = origin.size;
-  a.mapped_size = origin.mapped_size;
-  a.writer_pid = 0;
-  a.writer_client = kDaemonClientId;
-  a.owner_host = origin_host;
-  a.buffer_count = buffers;
-  a.sync_interval_ns = uint64_t{origin.sync_interval_us} * 1000;
-  a.staleness_bound_ns = uint64_t{origin.staleness_bound_ms} * 1000000;
-  a.writer_offset = *back_off;
-  for (uint32_t b = 0; b < kMaxReaderBuffers; ++b) {
-    a.buffer_offset[b] = b < buffers ? *back_off + (1 + b) * origin.mapped_size : 0;
-  }
-  a.origin_host = origin_host;
-  a.origin_index = origin.area_index;
-  a.origin_generation = origin.area_generation;
-  a.is_replica = 1;
-  a.export_offset = 0;
-  a.export_pages = 0;
-  a.export_bytes = 0;
-  a.backing_bytes = bytes;
-  a.export_enabled.store(0);
-  ResetVersions(a, now_ns, 0);  // not confirmed until a version arrives
-  a.state.store(static_cast<uint32_t>(AreaState::kLive), std::memory_order_release);
+  AreaLayout l;
+  l.name = std::string_view(origin.name, strnlen(origin.name, kMaxNameBytes - 1));
+  l.addr = origin.addr;
+  l.size = origin.size;
+  l.mapped_size = origin.mapped_size;
+  l.buffers = buffers;
+  l.backing_offset = *back_off;
+  l.sync_interval_ns = uint64_t{origin.sync_interval_us} * 1000;
+  l.staleness_bound_ns = uint64_t{origin.staleness_bound_ms} * 1000000;
+  l.writer_client = kDaemonClientId;
+  l.owner_host = origin_host;
+  l.is_replica = true;
+  l.origin_host = origin_host;
+  l.origin_index = origin.area_index;
+  l.origin_generation = origin.area_generation;
+  l.confirmed_ns = 0;  // not confirmed until a version arrives
+  StartArea(index, l, now_ns);
   return index;
 }
 
@@ -318,7 +293,38 @@ std::optional<uint32_t> AreaDirectory::FreeSlot() {
   return std::nullopt;
 }
 
-void AreaDirectory::ResetVersions(AreaControl& a, uint64_t now_ns, uint64_t confirmed_ns) {
+void AreaDirectory::StartArea(uint32_t index, const AreaLayout& l, uint64_t now_ns) {
+  AreaControl& a = area(index);
+  a.generation += 1;
+  std::memset(a.name, 0, sizeof(a.name));
+  std::memcpy(a.name, l.name.data(), std::min(l.name.size(), sizeof(a.name) - 1));
+  a.addr = l.addr;
+  a.size = l.size;
+  a.mapped_size = l.mapped_size;
+  a.writer_pid = l.writer_pid;
+  a.writer_client = l.writer_client;
+  a.owner_host = l.owner_host;
+  a.buffer_count = l.buffers;
+  a.sync_interval_ns = l.sync_interval_ns;
+  a.staleness_bound_ns = l.staleness_bound_ns;
+  a.writer_offset = l.backing_offset;
+  const uint64_t copies = 1 + l.buffers;
+  for (uint32_t b = 0; b < kMaxReaderBuffers; ++b) {
+    a.buffer_offset[b] = b < l.buffers ? l.backing_offset + (1 + b) * l.mapped_size : 0;
+  }
+  a.is_replica = l.is_replica ? 1 : 0;
+  a.origin_host = l.is_replica ? l.origin_host : l.owner_host;
+  a.origin_index = l.is_replica ? l.origin_index : index;
+  a.origin_generation = l.is_replica ? l.origin_generation : a.generation;
+  a.export_offset = l.export_pages != 0 ? l.backing_offset + l.mapped_size * copies : 0;
+  a.export_pages = l.export_pages;
+  a.export_bytes = l.export_bytes;
+  a.backing_bytes = l.mapped_size * copies + l.export_bytes;
+  a.export_enabled.store(0);
+  a.export_index.store(0);
+  a.export_seq.store(0);
+  a.export_version[0].store(0);
+  a.export_version[1].store(0);
   for (uint32_t b = 0; b < kMaxReaderBuffers; ++b) {
     a.buffer_version[b].store(0);
     a.buffer_published_ns[b].store(now_ns);
@@ -326,7 +332,7 @@ void AreaDirectory::ResetVersions(AreaControl& a, uint64_t now_ns, uint64_t conf
   a.latest.store(PackLatest(0, 0));
   a.remote_acked_version.store(UINT64_MAX);  // no remote host to wait for
   a.spare_wanted.store(0);
-  a.confirmed_ns.store(confirmed_ns);
+  a.confirmed_ns.store(l.confirmed_ns);
   a.publishes.store(0);
   a.publishes_deferred.store(0);
   a.bytes_published.store(0);
@@ -341,6 +347,7 @@ void AreaDirectory::ResetVersions(AreaControl& a, uint64_t now_ns, uint64_t conf
     a.reader_pin[s].store(kNoPins);
     a.reader_client[s].store(0);
   }
+  a.state.store(static_cast<uint32_t>(AreaState::kLive), std::memory_order_release);
 }
 
 bool AreaDirectory::HasReaders(const AreaControl& a) const {

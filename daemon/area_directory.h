@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 
 #include <optional>
@@ -13,8 +14,8 @@
 #include "coherence/wire_format.h"
 #include "daemon/backing.h"
 #include "daemon/range_allocator.h"
-#include "libdsm/control_protocol.h"
-#include "libdsm/shm_layout.h"
+#include "libdsm/contract/control_protocol.h"
+#include "libdsm/contract/shm_layout.h"
 
 namespace dsm {
 
@@ -61,8 +62,35 @@ class AreaDirectory {
   AreaControl& area(uint32_t index) { return segment_->areas[index]; }
   bool HasReaders(const AreaControl& a) const;
   std::optional<uint32_t> FreeSlot();
-  // Version 0 in buffer 0, no pins, counters zero: a fresh area's protocol state.
-  static void ResetVersions(AreaControl& a, uint64_t now_ns, uint64_t confirmed_ns);
+  // What sets one area's control block apart; everything else starts the same.
+  struct AreaLayout {
+    std::string_view name;
+    uint64_t addr = 0;
+    uint64_t size = 0;
+    uint64_t mapped_size = 0;
+    uint32_t buffers = 0;
+    // In the backing, from here: the writer's copy (a replica's staging
+    // copy), the reader buffers, then the export logs.
+    uint64_t backing_offset = 0;
+    uint64_t export_pages = 0;  // 0: no export logs (replicas)
+    uint64_t export_bytes = 0;
+    uint64_t sync_interval_ns = 0;
+    uint64_t staleness_bound_ns = 0;
+    int32_t writer_pid = 0;
+    uint32_t writer_client = 0;
+    uint32_t owner_host = 0;
+    // A replica's origin; an own area is its own origin.
+    bool is_replica = false;
+    uint32_t origin_host = 0;
+    uint32_t origin_index = 0;
+    uint32_t origin_generation = 0;
+    // When the area was last known current (a replica: 0 until a version arrives).
+    uint64_t confirmed_ns = 0;
+  };
+  // Fills slot `index` for a new area (a new generation, version 0 in buffer
+  // 0, no pins, counters zero) and makes it live. Alloc and CreateReplica
+  // both start an area here.
+  void StartArea(uint32_t index, const AreaLayout& layout, uint64_t now_ns);
   // Frees an area's memory and slot once nobody can see it any more.
   void ReleaseIfUnused(uint32_t index);
   void Release(uint32_t index);

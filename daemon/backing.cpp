@@ -15,6 +15,8 @@ namespace dsm {
 
 namespace {
 
+// hugetlbfs backing is sized in 2 MiB pages.
+constexpr size_t kHugePageBytes = size_t{2} << 20;
 constexpr uint32_t kHugetlbfsMagic = 0x958458f6;
 
 uint64_t FreeHugepages() {

@@ -7,6 +7,7 @@
 #include <toml++/toml.h>
 
 #include "coherence/constants.h"
+#include "libdsm/contract/region_limits.h"
 
 namespace dsm {
 

@@ -5,8 +5,8 @@
 #include <cstdint>
 #include <string>
 
-#include "coherence/constants.h"
 #include "coherence/sync_params.h"
+#include "dsm/dsm.h"
 #include "daemon/backing.h"
 #include "net/transport.h"
 
@@ -18,8 +18,9 @@ struct DaemonConfig {
   uint64_t region_bytes = uint64_t{1} << 30;  // backing for all area copies on this host
   BackingChoice backing = BackingChoice::kAuto;
   std::string hugetlbfs_dir = "/dev/hugepages";
-  uint32_t sync_interval_us = kDefaultSyncIntervalUs;
-  uint32_t staleness_bound_ms = kDefaultStalenessBoundMs;
+  // Defaults for areas whose alloc options leave them unset.
+  uint32_t sync_interval_us = 1000;
+  uint32_t staleness_bound_ms = 100;
   bool background = false;
   std::string pid_file;
   std::string log_level = "info";

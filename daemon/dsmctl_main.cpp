@@ -21,11 +21,11 @@
 #include "coherence/version_publisher.h"
 #include "coherence/wire_format.h"
 #include "dsm/dsm.h"
-#include "libdsm/clock.h"
-#include "libdsm/control_protocol.h"
-#include "libdsm/shm_layout.h"
-#include "libdsm/tracking_names.h"
-#include "libdsm/socket_io.h"
+#include "libdsm/contract/clock.h"
+#include "libdsm/contract/control_protocol.h"
+#include "libdsm/contract/shm_layout.h"
+#include "libdsm/contract/tracking_names.h"
+#include "libdsm/contract/socket_io.h"
 
 namespace {
 

@@ -10,7 +10,7 @@
 #include <fstream>
 #include <map>
 
-#include "daemon/control_server.h"
+#include "daemon/daemon.h"
 #include "daemon/daemon_config.h"
 #include "daemon/instance_lock.h"
 
@@ -141,15 +141,15 @@ int main(int argc, char** argv) {
     report_ready(1);
     return 1;
   }
-  dsm::ControlServer server(cfg);
-  if (!server.Start(&error)) {
+  dsm::Daemon daemon(cfg);
+  if (!daemon.Start(&error)) {
     spdlog::error("cannot start: {}", error);
     report_ready(1);
     return 1;
   }
   if (!cfg.pid_file.empty()) std::ofstream(cfg.pid_file) << getpid() << "\n";
   report_ready(0);
-  const int rc = server.Run();
+  const int rc = daemon.Run();
   if (!cfg.pid_file.empty()) std::remove(cfg.pid_file.c_str());
   return rc;
 }

@@ -1,6 +1,6 @@
 #include "daemon/export_host.h"
 
-#include "libdsm/publish_protocol.h"
+#include "libdsm/contract/publish_protocol.h"
 
 namespace dsm {
 

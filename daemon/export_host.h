@@ -9,7 +9,7 @@
 
 #include "coherence/area_export.h"
 #include "daemon/export_log_reader.h"
-#include "libdsm/shm_layout.h"
+#include "libdsm/contract/shm_layout.h"
 #include "net/transport.h"
 
 namespace dsm {

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <thread>
 
-#include "libdsm/clock.h"
+#include "libdsm/contract/clock.h"
 
 namespace dsm {
 

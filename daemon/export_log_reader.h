@@ -9,7 +9,7 @@
 #include <cstdint>
 
 #include "coherence/line_set.h"
-#include "libdsm/shm_layout.h"
+#include "libdsm/contract/shm_layout.h"
 
 namespace dsm {
 

@@ -3,7 +3,7 @@
 #include <utility>
 
 #include "coherence/version_publisher.h"
-#include "libdsm/publish_protocol.h"
+#include "libdsm/contract/publish_protocol.h"
 
 namespace dsm {
 

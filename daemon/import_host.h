@@ -9,7 +9,7 @@
 
 #include "coherence/area_import.h"
 #include "daemon/area_directory.h"
-#include "libdsm/shm_layout.h"
+#include "libdsm/contract/shm_layout.h"
 
 namespace dsm {
 

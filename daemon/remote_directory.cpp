@@ -6,7 +6,8 @@
 #include "coherence/version_publisher.h"
 #include "daemon/remote_sync.h"
 #include "daemon/tunables.h"
-#include "libdsm/clock.h"
+#include "libdsm/contract/clock.h"
+#include "libdsm/contract/region_limits.h"
 
 namespace dsm {
 

@@ -4,6 +4,7 @@
 
 #include "daemon/remote_sync.h"
 #include "daemon/tunables.h"
+#include "libdsm/contract/region_limits.h"
 
 namespace dsm {
 
@@ -51,10 +52,6 @@ void RemoteSync::OnSubscribe(const wire::Frame& f, uint16_t host, uint64_t now_n
   }
   it->second.area->Subscribe(host);
   (void)now_ns;
-}
-
-void RemoteSync::ForgetHostSubscriptions(uint16_t host) {
-  for (auto& [index, e] : exports_) e.area->Unsubscribe(host);
 }
 
 void RemoteSync::ReleasePins() {

@@ -6,7 +6,7 @@
 #include <cstring>
 
 #include "daemon/tunables.h"
-#include "libdsm/clock.h"
+#include "libdsm/contract/clock.h"
 #include "net/link_mesh_transport.h"
 
 namespace dsm {

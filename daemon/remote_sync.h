@@ -2,12 +2,13 @@
 // them and keeps local replicas of other hosts' areas, over net::Transport.
 // Runs on the daemon's single thread, one Poll() per loop turn.
 //
-// Files by concern: remote_sync.cpp (loop, timers, frame dispatch),
-// remote_export.cpp (our areas -> other hosts: AreaExport in coherence/
-// decides, ShmExportHost in export_host.h reaches shared memory and the
-// transport for it), remote_replica.cpp (other hosts' areas -> here:
+// Files by concern: remote_sync.cpp (loop, timers, frame decode and
+// dispatch), remote_export.cpp (this host's areas -> other hosts: AreaExport
+// in coherence/ decides, ShmExportHost in export_host.h reaches shared memory
+// and the transport for it), remote_replica.cpp (other hosts' areas -> here:
 // AreaImport decides, ShmImportHost in import_host.h reaches shared memory),
-// remote_directory.cpp (directory and membership frames).
+// remote_membership.cpp (hosts heard from, up, down, restarted),
+// remote_directory.cpp (heartbeat and directory frames).
 #ifndef DSM_DAEMON_REMOTE_SYNC_H_
 #define DSM_DAEMON_REMOTE_SYNC_H_
 
@@ -113,21 +114,24 @@ class RemoteSync {
   bool ExportTurn(ExportedArea& e, uint64_t now_ns);
   // Whether `e`'s area is still the one exported (not freed, slot not reused).
   bool ExportLive(const ExportedArea& e) const;
-  void ForgetHostSubscriptions(uint16_t host);
 
   // remote_replica.cpp
   void OnData(const wire::Frame& f, uint16_t host, uint64_t now_ns);
   void SendAck(const Replica& r, const AckReport& ack);
+  Replica* FindReplica(uint16_t host, uint32_t index, uint32_t generation);
+  // Forgets replicas whose local slot was freed (the replica was sealed and
+  // its name reused, or dsmd dropped it), and tells their origins.
+  void DropFreedReplicas();
+
+  // remote_membership.cpp
   // Something arrived from `host` (a heartbeat gives its incarnation, other
   // frames 0): tells membership, and acts on the host coming up or restarting.
   void HeardFrom(uint16_t host, uint64_t incarnation, uint64_t now_ns);
   void OnHostUp(uint16_t host);
   void OnHostDown(uint16_t host);
   void OnHostRestarted(uint16_t host);
-  Replica* FindReplica(uint16_t host, uint32_t index, uint32_t generation);
-  // Forgets replicas whose local slot was freed (the replica was sealed and
-  // its name reused, or dsmd dropped it), and tells their origins.
-  void DropFreedReplicas();
+  // A restarted host's subscriptions went with its old incarnation.
+  void ForgetHostSubscriptions(uint16_t host);
 
   // remote_directory.cpp
   void SendHeartbeat(uint64_t now_ns);
@@ -155,7 +159,6 @@ class RemoteSync {
   bool expire_due_ = false;  // a heartbeat interval passed: judge silent hosts
   uint64_t last_activity_ns_ = 0;  // last DATA or ACK in or out
   uint64_t next_directory_ns_ = 0;
-
 };
 
 }  // namespace dsm

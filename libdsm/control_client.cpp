@@ -10,7 +10,7 @@
 
 #include "dsm/dsm.h"
 #include "libdsm/errors.h"
-#include "libdsm/socket_io.h"
+#include "libdsm/contract/socket_io.h"
 
 namespace dsm {
 

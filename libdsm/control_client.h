@@ -8,7 +8,7 @@
 #include <span>
 #include <string>
 
-#include "libdsm/control_protocol.h"
+#include "libdsm/contract/control_protocol.h"
 
 namespace dsm {
 

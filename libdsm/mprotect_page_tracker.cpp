@@ -17,6 +17,7 @@
 #include <mutex>
 
 #include "coherence/constants.h"
+#include "libdsm/contract/region_limits.h"
 #include "libdsm/errors.h"
 #include "libdsm/page_tracker.h"
 

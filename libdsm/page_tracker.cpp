@@ -9,7 +9,7 @@
 
 #include "libdsm/errors.h"
 #include "libdsm/linux_uapi_compat.h"
-#include "libdsm/tracking_names.h"
+#include "libdsm/contract/tracking_names.h"
 
 namespace dsm {
 

@@ -2,7 +2,7 @@
 
 #include <chrono>
 
-#include "libdsm/clock.h"
+#include "libdsm/contract/clock.h"
 
 namespace dsm {
 

@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <memory>
 
-#include "libdsm/shm_layout.h"
+#include "libdsm/contract/shm_layout.h"
 
 namespace dsm {
 

@@ -10,10 +10,10 @@
 #include <thread>
 
 #include "coherence/staleness.h"
-#include "libdsm/clock.h"
+#include "libdsm/contract/clock.h"
 #include "libdsm/errors.h"
 #include "libdsm/log_cache.h"
-#include "libdsm/publish_protocol.h"
+#include "libdsm/contract/publish_protocol.h"
 #include "libdsm/quiescence_gate.h"
 
 namespace dsm {

@@ -14,7 +14,7 @@
 #include "dsm/dsm.h"
 #include "libdsm/control_client.h"
 #include "libdsm/reader_area.h"
-#include "libdsm/shm_layout.h"
+#include "libdsm/contract/shm_layout.h"
 #include "libdsm/writer_area.h"
 
 namespace dsm {

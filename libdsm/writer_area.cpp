@@ -8,7 +8,7 @@
 #include "coherence/line_diff.h"
 #include "dsm/dsm.h"
 #include "libdsm/errors.h"
-#include "libdsm/publish_protocol.h"
+#include "libdsm/contract/publish_protocol.h"
 
 namespace dsm {
 

@@ -13,7 +13,7 @@
 #include "coherence/change_log.h"
 #include "coherence/version_publisher.h"
 #include "libdsm/page_tracker.h"
-#include "libdsm/shm_layout.h"
+#include "libdsm/contract/shm_layout.h"
 
 namespace dsm {
 

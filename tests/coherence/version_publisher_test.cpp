@@ -11,6 +11,8 @@
 #include <utility>
 #include <vector>
 
+#include "libdsm/contract/region_limits.h"
+
 namespace dsm {
 namespace {
 

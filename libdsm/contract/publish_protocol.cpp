@@ -1,4 +1,4 @@
-#include "libdsm/publish_protocol.h"
+#include "libdsm/contract/publish_protocol.h"
 
 #include <linux/futex.h>
 #include <sys/syscall.h>

@@ -2,15 +2,15 @@
 // processes (WriterArea), readers (ReaderArea) and dsmd (which publishes
 // replicas of remote areas and reads local areas to ship them). The protocol
 // itself is described in docs/region-layout.md.
-#ifndef DSM_LIBDSM_PUBLISH_PROTOCOL_H_
-#define DSM_LIBDSM_PUBLISH_PROTOCOL_H_
+#ifndef DSM_LIBDSM_CONTRACT_PUBLISH_PROTOCOL_H_
+#define DSM_LIBDSM_CONTRACT_PUBLISH_PROTOCOL_H_
 
 #include <cstddef>
 #include <cstdint>
 
 #include "coherence/line_set.h"
 #include "coherence/version_publisher.h"
-#include "libdsm/shm_layout.h"
+#include "libdsm/contract/shm_layout.h"
 
 namespace dsm {
 
@@ -55,4 +55,4 @@ void ExportChanges(AreaControl& area, uint64_t* logs, const LineSet& changed, ui
 
 }  // namespace dsm
 
-#endif  // DSM_LIBDSM_PUBLISH_PROTOCOL_H_
+#endif  // DSM_LIBDSM_CONTRACT_PUBLISH_PROTOCOL_H_

@@ -1,7 +1,7 @@
 // Names of the tracking modes and page trackers, for dsm_page_tracker_name()
 // and dsmctl (which reads them from the shared AreaControl).
-#ifndef DSM_LIBDSM_TRACKING_NAMES_H_
-#define DSM_LIBDSM_TRACKING_NAMES_H_
+#ifndef DSM_LIBDSM_CONTRACT_TRACKING_NAMES_H_
+#define DSM_LIBDSM_CONTRACT_TRACKING_NAMES_H_
 
 #include <cstdint>
 
@@ -29,4 +29,4 @@ inline const char* TrackingName(uint32_t tracking) {
 
 }  // namespace dsm
 
-#endif  // DSM_LIBDSM_TRACKING_NAMES_H_
+#endif  // DSM_LIBDSM_CONTRACT_TRACKING_NAMES_H_

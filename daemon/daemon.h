@@ -1,8 +1,9 @@
-// dsmd's control plane for local clients: the Unix socket, the control segment,
-// the backing, and the event loop (clients, signals). Single
-// threaded: every method runs on the daemon's main thread.
-#ifndef DSM_DAEMON_CONTROL_SERVER_H_
-#define DSM_DAEMON_CONTROL_SERVER_H_
+// dsmd: owns the backing and the control segment, serves local clients on the
+// control socket (the control server protocol, libdsm/contract/control_protocol.h),
+// and runs the event loop (clients, signals, remote sync). Single threaded:
+// every method runs on the daemon's main thread.
+#ifndef DSM_DAEMON_DAEMON_H_
+#define DSM_DAEMON_DAEMON_H_
 
 #include <memory>
 #include <string>
@@ -12,14 +13,14 @@
 #include "daemon/backing.h"
 #include "daemon/daemon_config.h"
 #include "daemon/remote_sync.h"
-#include "libdsm/shm_layout.h"
+#include "libdsm/contract/shm_layout.h"
 
 namespace dsm {
 
-class ControlServer {
+class Daemon {
  public:
-  explicit ControlServer(const DaemonConfig& config);
-  ~ControlServer();
+  explicit Daemon(const DaemonConfig& config);
+  ~Daemon();
 
   // Creates backing, control segment and socket. On failure `error` says why and
   // how to fix it.
@@ -64,4 +65,4 @@ class ControlServer {
 
 }  // namespace dsm
 
-#endif  // DSM_DAEMON_CONTROL_SERVER_H_
+#endif  // DSM_DAEMON_DAEMON_H_

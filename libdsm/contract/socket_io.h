@@ -1,7 +1,7 @@
 // Fixed-size messages with optional file descriptors over a SOCK_SEQPACKET Unix
 // socket. Shared by libdsm and dsmd.
-#ifndef DSM_LIBDSM_SOCKET_IO_H_
-#define DSM_LIBDSM_SOCKET_IO_H_
+#ifndef DSM_LIBDSM_CONTRACT_SOCKET_IO_H_
+#define DSM_LIBDSM_CONTRACT_SOCKET_IO_H_
 
 #include <cstddef>
 #include <span>
@@ -18,4 +18,4 @@ long RecvMessage(int sock, void* msg, size_t len, std::span<int> fds, int timeou
 
 }  // namespace dsm
 
-#endif  // DSM_LIBDSM_SOCKET_IO_H_
+#endif  // DSM_LIBDSM_CONTRACT_SOCKET_IO_H_

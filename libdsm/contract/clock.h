@@ -1,7 +1,7 @@
 // The one clock libdsm and dsmd share: CLOCK_MONOTONIC, which is the same for
 // every process on a host, so timestamps in shared memory compare across them.
-#ifndef DSM_LIBDSM_CLOCK_H_
-#define DSM_LIBDSM_CLOCK_H_
+#ifndef DSM_LIBDSM_CONTRACT_CLOCK_H_
+#define DSM_LIBDSM_CONTRACT_CLOCK_H_
 
 #include <time.h>
 
@@ -17,4 +17,4 @@ inline uint64_t MonotonicNs() {
 
 }  // namespace dsm
 
-#endif  // DSM_LIBDSM_CLOCK_H_
+#endif  // DSM_LIBDSM_CONTRACT_CLOCK_H_

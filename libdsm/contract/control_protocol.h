@@ -1,8 +1,8 @@
 // Messages between a client (libdsm) and its host's dsmd over a SOCK_SEQPACKET
 // Unix socket: one fixed-size request, one fixed-size reply. Used only for setup
 // (hello, alloc, attach, free); the data path is shared memory.
-#ifndef DSM_LIBDSM_CONTROL_PROTOCOL_H_
-#define DSM_LIBDSM_CONTROL_PROTOCOL_H_
+#ifndef DSM_LIBDSM_CONTRACT_CONTROL_PROTOCOL_H_
+#define DSM_LIBDSM_CONTRACT_CONTROL_PROTOCOL_H_
 
 #include <cstdint>
 
@@ -55,4 +55,4 @@ struct Reply {
 
 }  // namespace dsm
 
-#endif  // DSM_LIBDSM_CONTROL_PROTOCOL_H_
+#endif  // DSM_LIBDSM_CONTRACT_CONTROL_PROTOCOL_H_

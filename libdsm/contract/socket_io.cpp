@@ -1,4 +1,4 @@
-#include "libdsm/socket_io.h"
+#include "libdsm/contract/socket_io.h"
 
 #include <poll.h>
 #include <sys/socket.h>

@@ -1,4 +1,4 @@
-#include "daemon/control_server.h"
+#include "daemon/daemon.h"
 
 #include <signal.h>
 #include <spdlog/spdlog.h>
@@ -17,9 +17,10 @@
 #include <new>
 
 #include "daemon/tunables.h"
-#include "libdsm/clock.h"
-#include "libdsm/control_protocol.h"
-#include "libdsm/socket_io.h"
+#include "libdsm/contract/clock.h"
+#include "libdsm/contract/control_protocol.h"
+#include "libdsm/contract/region_limits.h"
+#include "libdsm/contract/socket_io.h"
 
 namespace dsm {
 
@@ -41,9 +42,9 @@ void FillReply(Reply* r, const DirectoryResult& res, uint32_t client_id) {
 
 }  // namespace
 
-ControlServer::ControlServer(const DaemonConfig& config) : config_(config) {}
+Daemon::Daemon(const DaemonConfig& config) : config_(config) {}
 
-ControlServer::~ControlServer() {
+Daemon::~Daemon() {
   for (auto& [fd, conn] : connections_) close(fd);
   if (listen_fd_ >= 0) {
     close(listen_fd_);
@@ -57,7 +58,7 @@ ControlServer::~ControlServer() {
   if (segment_) munmap(segment_, sizeof(ControlSegment));
 }
 
-bool ControlServer::Start(std::string* error) {
+bool Daemon::Start(std::string* error) {
   // Block the signals we read from a signalfd before any thread exists (DPDK's
   // EAL starts some): threads inherit the mask, so none of them can take a
   // SIGTERM and die of it instead of letting us shut down cleanly.
@@ -107,7 +108,7 @@ bool ControlServer::Start(std::string* error) {
   return true;
 }
 
-bool ControlServer::CreateControlSegment(std::string* error) {
+bool Daemon::CreateControlSegment(std::string* error) {
   control_fd_ = memfd_create("dsmd-control", MFD_CLOEXEC);
   if (control_fd_ < 0 || ftruncate(control_fd_, sizeof(ControlSegment)) != 0) {
     *error = Errno("cannot create the control segment");
@@ -138,7 +139,7 @@ bool ControlServer::CreateControlSegment(std::string* error) {
   return true;
 }
 
-bool ControlServer::Listen(std::string* error) {
+bool Daemon::Listen(std::string* error) {
   const std::filesystem::path path(config_.socket_path);
   std::error_code ec;
   if (path.has_parent_path()) std::filesystem::create_directories(path.parent_path(), ec);
@@ -162,7 +163,7 @@ bool ControlServer::Listen(std::string* error) {
   return true;
 }
 
-int ControlServer::Run() {
+int Daemon::Run() {
   spdlog::info("dsmd host {} serving {} (pid {})", config_.host_id, config_.socket_path, getpid());
   epoll_event events[64];
   for (;;) {
@@ -205,7 +206,7 @@ int ControlServer::Run() {
   }
 }
 
-int64_t ControlServer::IdleSleepNs(bool worked) {
+int64_t Daemon::IdleSleepNs(bool worked) {
   if (!remote_) return -1;  // one host: nothing to poll, sleep until a client speaks
   if (worked || config_.busy_poll) {
     idle_turns_ = 0;
@@ -221,7 +222,7 @@ int64_t ControlServer::IdleSleepNs(bool worked) {
   return static_cast<int64_t>(std::min<uint64_t>(kIdleSleepMinNs << doublings, cap));
 }
 
-int64_t ControlServer::ArmDoorbell(int64_t sleep_ns) {
+int64_t Daemon::ArmDoorbell(int64_t sleep_ns) {
   if (sleep_ns == 0 || !remote_ || config_.no_doorbell) return sleep_ns;
   // seq_cst store, then a seq_cst look at each exported area's `latest`: a
   // writer that published before the arm is seen here; one after it sees the
@@ -232,7 +233,7 @@ int64_t ControlServer::ArmDoorbell(int64_t sleep_ns) {
   return 0;
 }
 
-void ControlServer::Accept() {
+void Daemon::Accept() {
   for (;;) {
     const int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
     if (fd < 0) return;
@@ -250,7 +251,7 @@ void ControlServer::Accept() {
   }
 }
 
-void ControlServer::HandleRequest(Connection& conn) {
+void Daemon::HandleRequest(Connection& conn) {
   Request req{};
   int no_fds[1];
   const long n = RecvMessage(conn.fd, &req, sizeof(req), std::span<int>(no_fds, 0), 0);
@@ -300,7 +301,7 @@ void ControlServer::HandleRequest(Connection& conn) {
   SendMessage(conn.fd, &reply, sizeof(reply));
 }
 
-void ControlServer::Disconnect(int fd) {
+void Daemon::Disconnect(int fd) {
   auto it = connections_.find(fd);
   if (it == connections_.end()) return;
   spdlog::debug("client {} (pid {}) left", it->second.client.id, it->second.client.pid);
@@ -310,7 +311,7 @@ void ControlServer::Disconnect(int fd) {
   connections_.erase(it);
 }
 
-void ControlServer::Shutdown() {
+void Daemon::Shutdown() {
   if (remote_) remote_->ReleasePins();
   segment_->header.daemon_alive.store(0);
   Reply notice{};

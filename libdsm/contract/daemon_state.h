@@ -1,0 +1,59 @@
+// State in the control segment that dsmd alone writes, for dsmctl and tests:
+// its remote-sync counters and what it knows of the cluster's hosts. Clients
+// never read it (ControlHeader embeds it, shm_layout.h).
+#ifndef DSM_LIBDSM_CONTRACT_DAEMON_STATE_H_
+#define DSM_LIBDSM_CONTRACT_DAEMON_STATE_H_
+
+#include <cstddef>
+#include <cstdint>
+
+namespace dsm {
+
+// dsmd's remote-sync counters, written by dsmd alone and read by dsmctl and
+// tests (plain fields: a reader may see a count one update late, never garbage
+// that matters).
+inline constexpr size_t kDropReasonSlots = 16;
+struct RemoteCounters {
+  uint64_t frames_in;
+  uint64_t dropped[kDropReasonSlots];  // by wire::DropReason
+  uint64_t data_frames_out;
+  uint64_t data_bytes_out;     // UDP payload bytes of DATA frames
+  uint64_t changed_bytes_out;  // line bytes those frames carried
+  uint64_t transfers_sent;
+  uint64_t retransmitted_frames;
+  uint64_t versions_collected;
+  uint64_t versions_received;
+  uint64_t acks_out;
+  uint64_t acks_in;
+  uint64_t tx_frames;
+  uint64_t tx_bytes;
+  uint64_t tx_dropped;
+  uint64_t rx_frames;
+  uint64_t rx_dropped_malformed;
+  uint64_t rx_dropped_not_for_us;
+  uint64_t rx_dropped_unknown_source;
+  uint64_t faults_injected;
+  uint64_t loop_turns;
+  uint64_t idle_sleeps;
+  uint64_t rx_bytes;  // Ethernet frame bytes received (as tx_bytes)
+  uint64_t versions_received_in_place;  // of versions_received: frames written
+                                        // straight into a reader buffer (no staging copy)
+  uint64_t versions_shadowed;  // of versions_collected: copied into dsmd's shadow because
+                               // the writer needed the buffer frames were read from
+  uint64_t pins_yielded;  // versions whose buffer the writer needed once all frames
+                          // were out: given back uncopied (missing frames then come
+                          // with the next version, not as resends)
+  uint64_t tx_tail_frames;  // frames whose lines the device read in place from the
+                            // pinned buffer (not copied into the frame first)
+};
+
+// What dsmd knows of each host of the cluster.
+struct HostInfo {
+  uint32_t in_cluster;  // listed in the cluster file
+  uint32_t up;
+  uint64_t last_heard_ns;  // CLOCK_MONOTONIC of this host
+};
+
+}  // namespace dsm
+
+#endif  // DSM_LIBDSM_CONTRACT_DAEMON_STATE_H_
