@@ -55,7 +55,7 @@
 
 #include "bench/dsm_bench_board.h"
 #include "dsm/dsm.h"
-#include "libdsm/clock.h"
+#include "libdsm/contract/clock.h"
 
 #ifndef DSM_BENCH_DEFAULT_DSMCTL
 #define DSM_BENCH_DEFAULT_DSMCTL "dsmctl"
