@@ -1,7 +1,7 @@
 // What the microbenchmarks share: a private dsmd and dsm_init() around the
 // Google Benchmark run, scratch buffers outside the region, seeded line
 // selection and manual timing. Figures are reported as ratios against a
-// reference (plain stores, memcpy) measured in the same run (DESIGN.md §7).
+// reference (plain stores, memcpy) measured in the same run.
 #ifndef DSM_BENCH_BENCH_SUPPORT_H_
 #define DSM_BENCH_BENCH_SUPPORT_H_
 

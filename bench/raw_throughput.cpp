@@ -1,7 +1,6 @@
 // raw_throughput: frames between two DPDK ports through net::Transport and
 // nothing else; the reference that replication benchmarks are reported
-// against (DESIGN.md section 7: "raw packet throughput of the same virtual
-// device"). One sender, one receiver, usually in two network namespaces:
+// against (the raw packet throughput of the same virtual device). One sender, one receiver, usually in two network namespaces:
 //
 //   ip netns exec h2 raw_throughput --role recv --device net_af_packet0,iface=veth-h2
 //       --mac 02:00:00:00:00:02 --ip 198.18.0.2 --peer-mac 02:00:00:00:00:01

@@ -2,7 +2,7 @@
 // range is registered in write-protect mode and protected; the kernel resolves
 // each first store itself (no signal, no message) and marks the page written;
 // PAGEMAP_SCAN with PM_SCAN_WP_MATCHING reports the written pages and protects
-// them again in one walk. Facts this relies on: ../shared/notes/page-tracking.md.
+// them again in one walk.
 #include <fcntl.h>
 #include <sys/ioctl.h>
 #include <sys/syscall.h>

@@ -1,6 +1,5 @@
 // Every number of net/ that a person might tune, with its unit in its name.
-// Values measured on this project's machines are explained in
-// /work/shared/notes/dpdk-vdevs.md (summarised in docs/ by the net page).
+// net/README.md explains the values measured on this project's machines.
 #ifndef DSM_NET_TUNING_H_
 #define DSM_NET_TUNING_H_
 

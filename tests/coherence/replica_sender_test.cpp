@@ -489,7 +489,7 @@ TEST(ReplicaSenderTest, AwaitingAcksWithinRtoAfterSentUntilAckOrRto) {
 }
 
 TEST(ReplicaSenderTest, AVersionZeroTransferIsTrackedAsInFlight) {
-  // Regression: version 0 used to mean "nothing in flight".
+  // Version 0 is a version like any other, not "nothing in flight".
   ReplicaSender s(kArea);
   s.Subscribe(1);
   s.Collected(0, Lines({0}));

@@ -881,10 +881,10 @@ TEST(ReplicationModelTest, EveryTransferReachesEveryHost) {
   }
 }
 
-// Regression: a NACK from a host still assembling its first (version 0)
-// transfer carries kFlagFull ("I hold nothing yet"). It used to be taken as an
-// ack of version 0; if the resent frames were lost too and the writer published,
-// the host then got deltas from a base it never had, forever.
+// A NACK from a host still assembling its first (version 0) transfer carries
+// kFlagFull ("I hold nothing yet"). Taken as an ack of version 0, it would
+// have the host sent deltas from a base it never had, forever, once the
+// resent frames were lost too and the writer published.
 TEST(ReplicationModelTest, NackOfAVersionZeroTransferIsNotAnAckOfVersionZero) {
   Params p;
   p.seed = 7;
@@ -928,8 +928,7 @@ TEST(ReplicationModelTest, AHostCutOffIsSentNothingWhileDownAndCatchesUpOnceBack
   }
 }
 
-// The same, found by the randomized model when the area starts at version 0
-// (seeds 111, 140 and 158 used to leave one host without a first version).
+// The same from version 0, on a seed of the randomized model that reaches it.
 TEST(ReplicationModelTest, RandomRunsFromVersionZero) {
   Params p;
   p.seed = 111;

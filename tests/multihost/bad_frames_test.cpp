@@ -1,4 +1,4 @@
-// Bad input on the wire (DESIGN.md section 5, "Wire"; docs/wire-format.md,
+// Bad input on the wire (docs/wire-format.md,
 // "Validation and drop reasons"): frames that are truncated, oversized, carry a
 // bad checksum, a wrong magic or protocol version, come from an unknown source
 // host, name an unknown area, carry lines outside the area or a version from
