@@ -29,7 +29,7 @@
 // per changed byte, from the dsmd counters (dsmctl --json) of the writer's
 // host before and after the measured rounds. Given the raw frame throughput of
 // the same device measured in the same run (bench/raw_throughput --json,
-// --raw-json), the ratio delivered/raw and the targets. Every run also
+// --raw-json), the ratio delivered/raw and the targets below. Every run also
 // checks correctness: each version a reader sees carries its number in line 0,
 // and at the end every replica's XXH3 must equal the writer's (if not, the
 // reader lists which lines differ and which versions they hold).
@@ -885,7 +885,7 @@ json Writer::Results() {
   return out;
 }
 
-// The targets:
+// The targets replication is held to:
 //  - f = 100%: changed bytes/s >= 70% of the raw throughput of the device;
 //  - f = 1%: wire bytes (writer host's tx) <= 1.3 per changed byte;
 //  - p99 publish-to-visible <= sync interval + 2 x transfer time, where the

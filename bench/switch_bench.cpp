@@ -1,7 +1,8 @@
 // The reader's side of a publish: how long a reader process takes to move to a
 // new, already complete version of an area. That is dsm_wait_version() for it:
-// the quiescence gate, pinning the new buffer, and remapping the area's address
-// onto that buffer with MAP_POPULATE. The reader is a child process (this
+// the quiescence gate, pinning the new buffer, and moving the area's address
+// onto that buffer (mremap of its parked page tables; a fresh MAP_POPULATE
+// mapping where parking is not possible). The reader is a child process (this
 // binary re-executed with --reader-child) that attaches the area and times its
 // own calls; each iteration the parent publishes a new version (untimed), asks
 // the child to move to it, and the child checks the new value it sees.

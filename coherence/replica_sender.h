@@ -1,6 +1,6 @@
 // The sending side of one area toward the hosts that replicate it: which lines
 // each host still lacks, and which transfer to send to whom. Pure logic: the
-// daemon collects versions into its shadow copy, frames and transmits.
+// caller (AreaExport) collects versions, frames and transmits them.
 //
 // One transfer in flight per host: a host gets the next one when it acknowledged
 // the last or the retransmission timeout passed. A slow host therefore receives

@@ -12,7 +12,10 @@ struct StalenessInput {
   uint64_t seen_version;       // version this reader sees
   uint64_t latest_version;     // newest complete version on the host
   uint64_t confirmed_ns;       // when the writer last confirmed `latest` is its state
-  uint64_t superseded_ns;      // when a version newer than `seen` was published (if any)
+  // Once a newer version exists: a time no later than when `seen` stopped
+  // being the newest (libdsm passes when `seen` itself was published, which
+  // over-states the lag, never under-states it).
+  uint64_t superseded_ns;
   uint64_t bound_ns;
   bool writer_alive;
 };

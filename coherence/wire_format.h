@@ -74,7 +74,7 @@ inline constexpr size_t kMaxMissingRanges = 64;
 struct __attribute__((packed)) HeartbeatBody {
   uint64_t sent_ns;        // sender's monotonic clock (for RTT, not compared across hosts)
   uint64_t incarnation;    // changes when the sender's daemon restarts
-  uint32_t directory_epoch;  // changes when the sender's directory changes
+  uint32_t directory_epoch;  // 0 (reserved: receivers ignore it)
   uint32_t reserved;
 };
 

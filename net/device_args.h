@@ -3,7 +3,7 @@
 // Pure string and integer work, unit-tested without DPDK.
 //
 // Each virtual device has configurations DPDK accepts and then silently
-// misbehaves with (notes/dpdk-vdevs.md); those are rejected here with the fix:
+// misbehaves with (net/README.md, Devices); those are rejected here with the fix:
 //  - net_af_packet: framesz >= frame + 66 in steps of 16; blocksz a multiple of
 //    the page size and an exact multiple of framesz (else TX stalls after ~2049
 //    frames); framecnt a multiple of the frames per block; qpairs=1. RX mbufs
