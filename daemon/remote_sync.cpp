@@ -40,16 +40,28 @@ bool RemoteSync::Start(std::string* error) {
   port.udp_port = cluster_.udp_port;
   port.mtu_bytes = cluster_.mtu_bytes;
   port.pace_bits_per_sec = config_.pace_bits_per_sec;
-  std::vector<uint16_t> peers;
   for (const ClusterHost& h : cluster_.hosts) {
     if (h.id == self->id) continue;
     port.peers.push_back({h.id, h.mac, h.ipv4});
-    peers.push_back(h.id);
   }
   if (cluster_.multicast) port.groups.push_back(kClusterGroup);
-  transport_ = self->links.empty() ? net::OpenDpdkTransport(port, error)
-                                   : net::OpenLinkMeshTransport(port, self->links, error);
-  if (!transport_) return false;
+  auto transport = self->links.empty() ? net::OpenDpdkTransport(port, error)
+                                       : net::OpenLinkMeshTransport(port, self->links, error);
+  if (!transport) return false;
+  return Start(std::move(transport), error);
+}
+
+bool RemoteSync::Start(std::unique_ptr<net::Transport> transport, std::string* error) {
+  const ClusterHost* self = cluster_.Find(static_cast<uint16_t>(config_.host_id));
+  if (!self) {
+    *error = "host id " + std::to_string(config_.host_id) + " is not in the cluster file";
+    return false;
+  }
+  std::vector<uint16_t> peers;
+  for (const ClusterHost& h : cluster_.hosts) {
+    if (h.id != self->id) peers.push_back(h.id);
+  }
+  transport_ = std::move(transport);
   if (config_.faults.drop > 0 || config_.faults.duplicate > 0 || config_.faults.reorder > 0 ||
       config_.faults.corrupt > 0) {
     spdlog::warn("fault injection on: drop {} duplicate {} reorder {} corrupt {} (seed {})",

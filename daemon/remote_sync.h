@@ -42,6 +42,9 @@ class RemoteSync {
 
   // Opens the DPDK port. On failure `error` says why.
   bool Start(std::string* error);
+  // Runs over `transport` instead (tests: net/memory_transport.h), with the
+  // cluster file's other hosts as peers and dsmd's fault flags around it.
+  bool Start(std::unique_ptr<net::Transport> transport, std::string* error);
   // One turn: receive, act on timers, send. Returns whether anything happened
   // (frames in or out), for adaptive polling.
   bool Poll(uint64_t now_ns);
