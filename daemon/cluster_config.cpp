@@ -7,6 +7,7 @@
 #include <toml++/toml.h>
 
 #include "coherence/constants.h"
+#include "daemon/tunables.h"
 #include "libdsm/contract/region_limits.h"
 
 namespace dsm {
@@ -112,6 +113,20 @@ std::optional<ClusterConfig> LoadClusterConfig(const std::string& path, std::str
     }
   }
   return cfg;
+}
+
+net::PortConfig PortConfigFor(const ClusterConfig& cluster, const ClusterHost& self) {
+  net::PortConfig port;
+  port.host_id = self.id;
+  port.mac = self.mac;
+  port.ipv4 = self.ipv4;
+  port.udp_port = cluster.udp_port;
+  port.mtu_bytes = cluster.mtu_bytes;
+  for (const ClusterHost& h : cluster.hosts) {
+    if (h.id != self.id) port.peers.push_back({h.id, h.mac, h.ipv4});
+  }
+  if (cluster.multicast) port.groups.push_back(kClusterGroup);
+  return port;
 }
 
 }  // namespace dsm

@@ -30,6 +30,11 @@ struct ClusterConfig {
 };
 
 // Parses `path`. On error returns nothing and `error` names the file, line and problem.
+// The port of host `self` in `cluster`: its addresses, its peers', the
+// cluster's UDP port, MTU and multicast group (device and pacing are the
+// caller's).
+net::PortConfig PortConfigFor(const ClusterConfig& cluster, const ClusterHost& self);
+
 std::optional<ClusterConfig> LoadClusterConfig(const std::string& path, std::string* error);
 
 bool ParseMac(const std::string& text, net::MacAddr* out);

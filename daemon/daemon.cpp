@@ -121,22 +121,26 @@ bool Daemon::CreateControlSegment(std::string* error) {
   }
   // The memfd is zero-filled, which is every area's kFree state; construct in place.
   segment_ = new (p) ControlSegment;
-  ControlHeader& h = segment_->header;
+  InitControlHeader(segment_, config_, backing_);
+  return true;
+}
+
+void InitControlHeader(ControlSegment* segment, const DaemonConfig& config, const Backing& backing) {
+  ControlHeader& h = segment->header;
   h.magic = kControlMagic;
   h.layout_version = kLayoutVersion;
-  h.host_id = config_.host_id;
+  h.host_id = config.host_id;
   h.region_base = kRegionBase;
   h.region_bytes = kRegionBytes;
-  h.slice_base = kRegionBase + uint64_t{config_.host_id} * kHostSliceBytes;
+  h.slice_base = kRegionBase + uint64_t{config.host_id} * kHostSliceBytes;
   h.slice_bytes = kHostSliceBytes;
-  h.backing_bytes = backing_.bytes;
-  h.backing_page_bytes = backing_.page_bytes;
-  h.backing_kind = backing_.kind;
+  h.backing_bytes = backing.bytes;
+  h.backing_page_bytes = backing.page_bytes;
+  h.backing_kind = backing.kind;
   h.daemon_pid = getpid();
-  h.default_sync_interval_ns = uint64_t{config_.sync_interval_us} * 1000;
-  h.default_staleness_bound_ns = uint64_t{config_.staleness_bound_ms} * 1000000;
+  h.default_sync_interval_ns = uint64_t{config.sync_interval_us} * 1000;
+  h.default_staleness_bound_ns = uint64_t{config.staleness_bound_ms} * 1000000;
   h.daemon_alive.store(1);
-  return true;
 }
 
 bool Daemon::Listen(std::string* error) {

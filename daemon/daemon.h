@@ -17,6 +17,11 @@
 
 namespace dsm {
 
+// Fills the header of a fresh (zero-filled) control segment: this host, its
+// slice of the region, the backing, dsmd's defaults for areas; marks the
+// daemon alive (this process).
+void InitControlHeader(ControlSegment* segment, const DaemonConfig& config, const Backing& backing);
+
 class Daemon {
  public:
   explicit Daemon(const DaemonConfig& config);

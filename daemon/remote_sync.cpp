@@ -31,20 +31,10 @@ bool RemoteSync::Start(std::string* error) {
     *error = "host id " + std::to_string(config_.host_id) + " is not in the cluster file";
     return false;
   }
-  net::PortConfig port;
+  net::PortConfig port = PortConfigFor(cluster_, *self);
   port.device = self->device;
   port.file_prefix = "dsmd-h" + std::to_string(config_.host_id) + "-" + std::to_string(getpid());
-  port.host_id = self->id;
-  port.mac = self->mac;
-  port.ipv4 = self->ipv4;
-  port.udp_port = cluster_.udp_port;
-  port.mtu_bytes = cluster_.mtu_bytes;
   port.pace_bits_per_sec = config_.pace_bits_per_sec;
-  for (const ClusterHost& h : cluster_.hosts) {
-    if (h.id == self->id) continue;
-    port.peers.push_back({h.id, h.mac, h.ipv4});
-  }
-  if (cluster_.multicast) port.groups.push_back(kClusterGroup);
   auto transport = self->links.empty() ? net::OpenDpdkTransport(port, error)
                                        : net::OpenLinkMeshTransport(port, self->links, error);
   if (!transport) return false;

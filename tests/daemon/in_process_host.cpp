@@ -7,7 +7,7 @@
 #include <cstring>
 #include <new>
 
-#include "daemon/tunables.h"
+#include "daemon/daemon.h"
 
 namespace dsm {
 
@@ -32,17 +32,7 @@ std::unique_ptr<InProcessHost> InProcessHost::Start(const DaemonConfig& config,
     *error = "host " + std::to_string(host->id()) + " is not in the cluster";
     return nullptr;
   }
-  net::PortConfig port;
-  port.host_id = self->id;
-  port.mac = self->mac;
-  port.ipv4 = self->ipv4;
-  port.udp_port = cluster.udp_port;
-  port.mtu_bytes = cluster.mtu_bytes;
-  for (const ClusterHost& h : cluster.hosts) {
-    if (h.id != self->id) port.peers.push_back({h.id, h.mac, h.ipv4});
-  }
-  if (cluster.multicast) port.groups.push_back(kClusterGroup);
-  std::unique_ptr<net::Transport> transport = wire->Open(port, error);
+  std::unique_ptr<net::Transport> transport = wire->Open(PortConfigFor(cluster, *self), error);
   if (!transport) return nullptr;
   host->remote_ = std::make_unique<RemoteSync>(config, cluster, host->segment_,
                                                host->directory_.get(), host->backing_base_);
@@ -68,21 +58,7 @@ bool InProcessHost::CreateControlSegment(std::string* error) {
   }
   // Zero-filled: every area is kFree.
   segment_ = new (p) ControlSegment;
-  ControlHeader& h = segment_->header;
-  h.magic = kControlMagic;
-  h.layout_version = kLayoutVersion;
-  h.host_id = config_.host_id;
-  h.region_base = kRegionBase;
-  h.region_bytes = kRegionBytes;
-  h.slice_base = kRegionBase + uint64_t{config_.host_id} * kHostSliceBytes;
-  h.slice_bytes = kHostSliceBytes;
-  h.backing_bytes = backing_.bytes;
-  h.backing_page_bytes = backing_.page_bytes;
-  h.backing_kind = backing_.kind;
-  h.daemon_pid = getpid();
-  h.default_sync_interval_ns = uint64_t{config_.sync_interval_us} * 1000;
-  h.default_staleness_bound_ns = uint64_t{config_.staleness_bound_ms} * 1000000;
-  h.daemon_alive.store(1);
+  InitControlHeader(segment_, config_, backing_);
   return true;
 }
 

@@ -20,6 +20,10 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 constexpr uint64_t kStampMagic = 0x6c696e65636865ULL;  // "linechk" without the k
+// How long readers may take to attach, which includes the first transfer of
+// the whole area to their hosts (64 MiB: seconds on an idle machine, more on
+// one whose 2 cores also compile), and how long the writer waits for them.
+constexpr int kAttachTimeoutMs = 60000;
 
 uint64_t NowNs() {
   return static_cast<uint64_t>(
@@ -217,7 +221,8 @@ int RunWriter(const std::string& socket, const Options& o, Board* b) {
   b->allocated = true;
   // The readers' hosts subscribe when they attach: from then on every version
   // is exported, the first one whole.
-  if (!WaitFor([&] { return b->readers_attached.load() >= kReaders || b->writer_stop; }, 60000)) {
+  if (!WaitFor([&] { return b->readers_attached.load() >= kReaders || b->writer_stop; },
+               kAttachTimeoutMs)) {
     return b->writer_rc = 12;
   }
   auto* bytes = static_cast<uint8_t*>(p);
@@ -283,7 +288,7 @@ int RunReader(const std::string& socket, int id, const Options& o, Board* b) {
   if (!Init(socket)) return 20;
   const void* p = nullptr;
   size_t size = 0;
-  r.attach_rc = dsm_attach(o.area_name.c_str(), 20000, &p, &size);
+  r.attach_rc = dsm_attach(o.area_name.c_str(), kAttachTimeoutMs, &p, &size);
   if (r.attach_rc != DSM_OK || size != o.area_bytes) return 21;
   ++b->readers_attached;
   const auto* bytes = static_cast<const uint8_t*>(p);
