@@ -46,24 +46,11 @@ void DpdkTransport::Deliver(rte_mbuf* m, const RxFn& fn, size_t* delivered) {
     rte_pktmbuf_free(m);
     return;
   }
-  const RxFrame frame =
-      ParseFrame({rte_pktmbuf_mtod(m, const uint8_t*), m->data_len}, hosts_, udp_port_);
-  switch (VerdictOf(frame.check)) {
-    case RxVerdict::kAccept:
-      ++stats_.rx_frames;
-      stats_.rx_bytes += m->data_len;
-      ++*delivered;
-      fn(frame.payload, frame.source_host);
-      break;
-    case RxVerdict::kMalformed:
-      ++stats_.rx_dropped_malformed;
-      break;
-    case RxVerdict::kNotForUs:
-      ++stats_.rx_dropped_not_for_us;
-      break;
-    case RxVerdict::kUnknownSource:
-      ++stats_.rx_dropped_unknown_source;
-      break;
+  const RxFrame frame = ParseAndCount({rte_pktmbuf_mtod(m, const uint8_t*), m->data_len}, hosts_,
+                                      udp_port_, &stats_);
+  if (frame.check == RxCheck::kOk) {
+    ++*delivered;
+    fn(frame.payload, frame.source_host);
   }
   rte_pktmbuf_free(m);
 }

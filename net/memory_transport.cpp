@@ -246,24 +246,10 @@ class MemoryTransport final : public Transport {
     hub_->Take(port_, max, &frames);
     size_t delivered = 0;
     for (const std::vector<uint8_t>& frame : frames) {
-      const RxFrame f = ParseFrame(frame, hosts_, udp_port_);
-      switch (VerdictOf(f.check)) {
-        case RxVerdict::kAccept:
-          ++stats_.rx_frames;
-          stats_.rx_bytes += frame.size();
-          ++delivered;
-          fn(f.payload, f.source_host);
-          break;
-        case RxVerdict::kMalformed:
-          ++stats_.rx_dropped_malformed;
-          break;
-        case RxVerdict::kNotForUs:
-          ++stats_.rx_dropped_not_for_us;
-          break;
-        case RxVerdict::kUnknownSource:
-          ++stats_.rx_dropped_unknown_source;
-          break;
-      }
+      const RxFrame f = ParseAndCount(frame, hosts_, udp_port_, &stats_);
+      if (f.check != RxCheck::kOk) continue;
+      ++delivered;
+      fn(f.payload, f.source_host);
     }
     return delivered;
   }

@@ -139,4 +139,25 @@ const char* RxCheckName(RxCheck check) {
   return "?";
 }
 
+RxFrame ParseAndCount(std::span<const uint8_t> frame, const HostTable& hosts, uint16_t udp_port,
+                      TransportStats* stats) {
+  const RxFrame f = ParseFrame(frame, hosts, udp_port);
+  switch (VerdictOf(f.check)) {
+    case RxVerdict::kAccept:
+      ++stats->rx_frames;
+      stats->rx_bytes += frame.size();
+      break;
+    case RxVerdict::kMalformed:
+      ++stats->rx_dropped_malformed;
+      break;
+    case RxVerdict::kNotForUs:
+      ++stats->rx_dropped_not_for_us;
+      break;
+    case RxVerdict::kUnknownSource:
+      ++stats->rx_dropped_unknown_source;
+      break;
+  }
+  return f;
+}
+
 }  // namespace dsm::net

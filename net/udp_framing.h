@@ -71,6 +71,12 @@ struct RxFrame {
 
 RxFrame ParseFrame(std::span<const uint8_t> frame, const HostTable& hosts, uint16_t udp_port);
 
+// Parses a received Ethernet frame of `frame.size()` bytes and counts it in
+// `stats` (received, or dropped by the verdict). Returns the frame; its
+// payload is for the caller when check == kOk.
+RxFrame ParseAndCount(std::span<const uint8_t> frame, const HostTable& hosts, uint16_t udp_port,
+                      TransportStats* stats);
+
 }  // namespace dsm::net
 
 #endif  // DSM_NET_UDP_FRAMING_H_

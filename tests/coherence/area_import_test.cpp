@@ -19,15 +19,16 @@
 namespace dsm {
 namespace {
 
+using ::dsm::testing::All;
 using ::dsm::testing::Bytes;
 using ::dsm::testing::Frames;
+using ::dsm::testing::Lines;
 using ::dsm::testing::MakeFrames;
+using ::dsm::testing::RandomContent;
 
-// 1000 lines and 40 bytes: the last line is partial.
-constexpr size_t kArea = 1000 * kLineBytes + 40;
-constexpr size_t kRounded = 1001 * kLineBytes;
-// 8 lines per frame: a full transfer is 126 frames.
-constexpr size_t kFrameBytes = sizeof(wire::Header) + sizeof(wire::Run) + 8 * kLineBytes;
+constexpr size_t kArea = ::dsm::testing::kTestArea;
+constexpr size_t kRounded = ::dsm::testing::kTestRounded;
+constexpr size_t kFrameBytes = ::dsm::testing::kTestFrameBytes;
 const SyncParams kParams{};
 constexpr uint64_t kT0 = 1'000'000'000;
 
@@ -73,25 +74,6 @@ class FakeReplicaHost : public ImportHost {
     events.push_back("ack");
   }
 };
-
-Bytes RandomContent(uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  Bytes b(kRounded, 0);
-  for (size_t i = 0; i < kArea; ++i) b[i] = static_cast<uint8_t>(rng());
-  return b;
-}
-
-LineSet All() {
-  LineSet s(kArea);
-  s.AddAll();
-  return s;
-}
-
-LineSet Lines(std::initializer_list<size_t> lines) {
-  LineSet s(kArea);
-  for (size_t l : lines) s.AddLines(l, 1);
-  return s;
-}
 
 // `next` is `prev` with `lines` rewritten.
 Bytes Rewrite(const Bytes& prev, std::initializer_list<size_t> lines, uint8_t value) {

@@ -25,38 +25,16 @@ namespace {
 using wire::DropReason;
 using Bytes = std::vector<uint8_t>;
 
-// 1000 lines and 40 bytes: the last line is partial.
-constexpr size_t kArea = 1000 * kLineBytes + 40;
-constexpr size_t kLines = 1001;
-constexpr size_t kRounded = kLines * kLineBytes;
-// A frame carries at most 8 lines: a full transfer is 126 frames.
-constexpr size_t kFrameBytes = sizeof(wire::Header) + sizeof(wire::Run) + 8 * kLineBytes;
+constexpr size_t kArea = ::dsm::testing::kTestArea;
+constexpr size_t kLines = ::dsm::testing::kTestLines;
+constexpr size_t kRounded = ::dsm::testing::kTestRounded;
+constexpr size_t kFrameBytes = ::dsm::testing::kTestFrameBytes;
 
+using ::dsm::testing::All;
 using ::dsm::testing::Frames;
-
-Frames MakeFrames(const LineSet& lines, const Bytes& content, uint64_t version, uint64_t base,
-                  bool full, uint32_t transfer_id, size_t frame_bytes = kFrameBytes) {
-  return ::dsm::testing::MakeFrames(lines, content, version, base, full, transfer_id, frame_bytes);
-}
-
-LineSet All(size_t area = kArea) {
-  LineSet s(area);
-  s.AddAll();
-  return s;
-}
-
-LineSet Lines(std::initializer_list<size_t> lines) {
-  LineSet s(kArea);
-  for (size_t l : lines) s.AddLines(l, 1);
-  return s;
-}
-
-Bytes RandomContent(uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  Bytes b(kRounded, 0);
-  for (size_t i = 0; i < kArea; ++i) b[i] = static_cast<uint8_t>(rng());
-  return b;
-}
+using ::dsm::testing::Lines;
+using ::dsm::testing::MakeFrames;
+using ::dsm::testing::RandomContent;
 
 // `from` with `lines` given new random content.
 Bytes Changed(const Bytes& from, const LineSet& lines, uint64_t seed) {

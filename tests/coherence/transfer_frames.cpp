@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <random>
 #include <utility>
 
 namespace dsm::testing {
@@ -36,6 +37,25 @@ Frames MakeFrames(const LineSet& lines, const Bytes& content, uint64_t version, 
   VectorSink sink;
   writer.Write(lines, content.data(), sink);
   return Frames{std::move(sink.frames)};
+}
+
+LineSet All(size_t area) {
+  LineSet s(area);
+  s.AddAll();
+  return s;
+}
+
+LineSet Lines(std::initializer_list<size_t> lines) {
+  LineSet s(kTestArea);
+  for (size_t l : lines) s.AddLines(l, 1);
+  return s;
+}
+
+Bytes RandomContent(uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  Bytes b(kTestRounded, 0);
+  for (size_t i = 0; i < kTestArea; ++i) b[i] = static_cast<uint8_t>(rng());
+  return b;
 }
 
 }  // namespace dsm::testing

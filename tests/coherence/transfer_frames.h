@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 #include <vector>
 
 #include "coherence/line_set.h"
@@ -14,6 +15,20 @@
 namespace dsm::testing {
 
 using Bytes = std::vector<uint8_t>;
+
+// The receiving side's test area: 1000 lines and 40 bytes (the last line is
+// partial), and frames of at most 8 lines (a whole-area transfer is 126).
+inline constexpr size_t kTestArea = 1000 * kLineBytes + 40;
+inline constexpr size_t kTestLines = 1001;
+inline constexpr size_t kTestRounded = kTestLines * kLineBytes;
+inline constexpr size_t kTestFrameBytes = sizeof(wire::Header) + sizeof(wire::Run) + 8 * kLineBytes;
+
+// Every line of an area of `area` bytes.
+LineSet All(size_t area = kTestArea);
+// These lines of the test area.
+LineSet Lines(std::initializer_list<size_t> lines);
+// Seeded random content of the test area (zero past its end).
+Bytes RandomContent(uint64_t seed);
 
 // Collects the frames a DataFrameWriter writes.
 struct VectorSink {
@@ -34,7 +49,7 @@ struct Frames {
 // Frames of `lines` of `content` (whole lines), from host 1 to host 2, of
 // area 3 generation 4.
 Frames MakeFrames(const LineSet& lines, const Bytes& content, uint64_t version, uint64_t base,
-                  bool full, uint32_t transfer_id, size_t frame_bytes);
+                  bool full, uint32_t transfer_id, size_t frame_bytes = kTestFrameBytes);
 
 }  // namespace dsm::testing
 

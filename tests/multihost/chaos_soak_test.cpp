@@ -23,50 +23,10 @@
 #include "tests/multihost/virtual_cluster.h"
 #include "tests/support/child_process.h"
 #include "tests/support/env.h"
+#include "tests/support/process_group.h"
 
 namespace dsm::testing {
 namespace {
-
-// Whatever way a test ends, the processes it started end with it (the writer
-// publishes until told to stop, also once the daemons are gone), and no
-// daemon is left stopped.
-class Processes {
- public:
-  explicit Processes(WorkloadBoard* b) : b_(b) {}
-  ~Processes() {
-    for (int pid : stopped_) kill(pid, SIGCONT);
-    b_->writer_stop = true;
-    b_->writer_hold = false;
-    b_->writer_may_exit = true;
-    for (pid_t pid : children_) Reap(pid, 10000);
-  }
-  pid_t Start(const std::function<int()>& body) {
-    const pid_t pid = Spawn(body);
-    children_.push_back(pid);
-    return pid;
-  }
-  int Finish(pid_t pid, int timeout_ms) {
-    std::erase(children_, pid);
-    return Reap(pid, timeout_ms);
-  }
-  // Stops `daemon` for `ms` (SIGSTOP, then SIGCONT). Returns how long it was
-  // stopped in fact, in ms, or -1 if it could not be signalled.
-  int Pause(int daemon, int ms) {
-    if (daemon <= 0 || kill(daemon, SIGSTOP) != 0) return -1;
-    stopped_.push_back(daemon);
-    const auto t0 = std::chrono::steady_clock::now();
-    std::this_thread::sleep_for(std::chrono::milliseconds(ms));
-    kill(daemon, SIGCONT);
-    const auto took = std::chrono::steady_clock::now() - t0;
-    std::erase(stopped_, daemon);
-    return static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(took).count());
-  }
-
- private:
-  WorkloadBoard* b_;
-  std::vector<pid_t> children_;
-  std::vector<int> stopped_;
-};
 
 struct Tally {
   int pauses = 0;
@@ -87,7 +47,12 @@ TEST(ChaosSoak, ReplicasStayCompleteAndEndEqualThroughFaultsPausesAndRestarts) {
   o.reader_timeout_s = static_cast<int>(seconds) + 120;
   Shared<WorkloadBoard> b;
   b->writer_hold = true;  // the writer stays (its area live) until the last check
-  Processes procs(&*b);
+  // Whatever way the test ends, the writer stops publishing and leaves.
+  ProcessGroup procs([&] {
+    b->writer_stop = true;
+    b->writer_hold = false;
+    b->writer_may_exit = true;
+  });
   const pid_t writer = procs.Start([&] { return RunWriter(cluster.socket(1), o, &*b); });
   ASSERT_TRUE(WaitFor([&] { return b->allocated.load(); }, 20000));
   const pid_t reader = procs.Start([&] { return RunReader(cluster.socket(2), 0, o, &*b); });
@@ -168,7 +133,12 @@ TEST(ChaosSoak, FramesQueuedBehindAPausedPeerCarryTheBytesTheyWereFramedWith) {
   o.pause_us = 0;
   o.reader_timeout_s = static_cast<int>(seconds) + 120;
   Shared<WorkloadBoard> b;
-  Processes procs(&*b);
+  // Whatever way the test ends, the writer stops publishing and leaves.
+  ProcessGroup procs([&] {
+    b->writer_stop = true;
+    b->writer_hold = false;
+    b->writer_may_exit = true;
+  });
   const pid_t writer = procs.Start([&] { return RunWriter(cluster.socket(1), o, &*b); });
   ASSERT_TRUE(WaitFor([&] { return b->allocated.load(); }, 20000));
   const pid_t reader = procs.Start([&] { return RunReader(cluster.socket(2), 0, o, &*b); });

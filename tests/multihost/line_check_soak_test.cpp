@@ -28,63 +28,10 @@
 #include "tests/multihost/virtual_cluster.h"
 #include "tests/support/child_process.h"
 #include "tests/support/env.h"
+#include "tests/support/process_group.h"
 
 namespace dsm::testing::line_check {
 namespace {
-
-// Whatever way a run ends, the processes it started end with it: the writer
-// stops stepping and leaves (continued first if the test stopped it), and
-// every child is reaped.
-class Processes {
- public:
-  explicit Processes(Board* b) : b_(b) {}
-  ~Processes() {
-    for (pid_t pid : stopped_) kill(pid, SIGCONT);
-    b_->writer_stop = true;
-    b_->writer_may_exit = true;
-    for (pid_t pid : children_) Reap(pid, 10000);
-  }
-  Processes(const Processes&) = delete;
-  Processes& operator=(const Processes&) = delete;
-  pid_t Start(const std::function<int()>& body) {
-    const pid_t pid = Spawn(body);
-    children_.push_back(pid);
-    return pid;
-  }
-  int Finish(pid_t pid, int timeout_ms) {
-    std::erase(children_, pid);
-    return Reap(pid, timeout_ms);
-  }
-  // Stops `pid` (SIGSTOP), as a scheduler may a process on a loaded host;
-  // for a child of ours, returns once it is stopped. Returns whether it could
-  // be signalled.
-  bool Stop(pid_t pid) {
-    if (pid <= 0 || kill(pid, SIGSTOP) != 0) return false;
-    stopped_.push_back(pid);
-    // SIGSTOP takes effect asynchronously; a child's stop can be waited for.
-    if (std::find(children_.begin(), children_.end(), pid) != children_.end()) {
-      for (int i = 0; i < 10000; ++i) {
-        siginfo_t info{};
-        if (waitid(P_PID, pid, &info, WSTOPPED | WNOHANG | WNOWAIT) != 0 || info.si_pid == pid) {
-          break;
-        }
-        std::this_thread::sleep_for(std::chrono::microseconds(10));
-      }
-    } else {
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
-    return true;
-  }
-  void Continue(pid_t pid) {
-    kill(pid, SIGCONT);
-    std::erase(stopped_, pid);
-  }
-
- private:
-  Board* b_;
-  std::vector<pid_t> children_;
-  std::vector<pid_t> stopped_;
-};
 
 uint64_t Counter(const nlohmann::json& ctl, const char* name) {
   if (!ctl.is_object() || !ctl.contains("counters")) return 0;
@@ -118,7 +65,11 @@ void RunOnce(const Options& o, bool stall, int run, int runs, bool* passed) {
   *passed = false;
   ASSERT_TRUE(cluster.ok()) << "scripts/cluster.sh up 3 failed";
   Shared<Board> b;
-  Processes procs(&*b);
+  // Whatever way the run ends, the writer stops stepping and leaves.
+  ProcessGroup procs([&] {
+    b->writer_stop = true;
+    b->writer_may_exit = true;
+  });
   const pid_t writer = procs.Start([&] { return RunWriter(cluster.socket(1), o, &*b); });
   ASSERT_TRUE(WaitFor([&] { return b->allocated.load(); }, 20000)) << "the writer did not allocate";
   pid_t readers[kReaders];

@@ -3,7 +3,6 @@
 #include "net/memory_transport.h"
 
 #include <gtest/gtest.h>
-#include <xxhash.h>
 
 #include <cstring>
 #include <memory>
@@ -13,6 +12,7 @@
 
 #include "net/tuning.h"
 #include "net/udp_framing.h"
+#include "tests/net/checked_payload.h"
 
 namespace dsm::net {
 namespace {
@@ -44,26 +44,6 @@ std::unique_ptr<Transport> Open(MemoryWire& wire, const PortConfig& c) {
   std::unique_ptr<Transport> t = wire.Open(c, &error);
   EXPECT_NE(t, nullptr) << error;
   return t;
-}
-
-// [seq u32][bytes u32][filler][xxh3 u64 of everything before it]
-void Fill(uint8_t* p, size_t bytes, uint32_t seq) {
-  std::memcpy(p, &seq, 4);
-  const uint32_t n = static_cast<uint32_t>(bytes);
-  std::memcpy(p + 4, &n, 4);
-  for (size_t i = 8; i + 8 < bytes; ++i) p[i] = static_cast<uint8_t>(seq * 7 + i);
-  const uint64_t h = XXH3_64bits(p, bytes - 8);
-  std::memcpy(p + bytes - 8, &h, 8);
-}
-
-bool Check(std::span<const uint8_t> p, uint32_t* seq) {
-  if (p.size() < 16) return false;
-  uint32_t n = 0;
-  std::memcpy(seq, p.data(), 4);
-  std::memcpy(&n, p.data() + 4, 4);
-  uint64_t h = 0;
-  std::memcpy(&h, p.data() + p.size() - 8, 8);
-  return n == p.size() && h == XXH3_64bits(p.data(), p.size() - 8);
 }
 
 void Commit(Transport& t, Destination to, size_t bytes, uint32_t first, uint32_t count) {
