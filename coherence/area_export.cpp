@@ -115,6 +115,14 @@ bool AreaExport::Collect(uint64_t now_ns) {
   return true;
 }
 
+bool AreaExport::FramesInPlace() {
+  // While the writer waits for the pinned buffer, new frames copy their lines:
+  // the device's frames that read them in place then drain, and the pin can
+  // go (Turn). Framed in place, a steady stream of sends or resends would
+  // keep the device reading the buffer, and the writer waiting, indefinitely.
+  return pinned_ >= 0 && !host_->WriterWantsBuffer(pinned_);
+}
+
 const uint8_t* AreaExport::FrameSource() {
   return pinned_ < 0 ? shadow_.data() : host_->Buffer(pinned_);
 }
@@ -176,7 +184,7 @@ bool AreaExport::ContinueSend(uint64_t now_ns) {
   const bool group = sending_.hosts.size() > 1;
   const uint16_t dest = group ? wire::kAllHosts : sending_.hosts.front();
   const wire::DataFrameWriter writer(out_->max_frame_bytes(), DataHeader(sending_, dest));
-  Sink sink{out_, dest, counters_, pinned_ >= 0};
+  Sink sink{out_, dest, counters_, FramesInPlace()};
   const uint32_t todo = std::min(params_.send_burst_frames, frame_count_ - next_seq_);
   const uint32_t sent = writer.WritePlanned(plan_, FrameSource(), next_seq_, todo, sink);
   next_seq_ += sent;
@@ -283,7 +291,7 @@ void AreaExport::OnAck(uint16_t host, uint64_t complete_version, bool holds_noth
   const Transfer& t = sent->second.first;
   const wire::DataFrameWriter::Plan& plan = sent->second.second;
   const wire::DataFrameWriter writer(out_->max_frame_bytes(), DataHeader(t, host));
-  Sink sink{out_, host, counters_, pinned_ >= 0};
+  Sink sink{out_, host, counters_, FramesInPlace()};
   uint64_t resent = 0;
   for (const wire::SeqRange& r : missing) {
     resent += writer.WritePlanned(plan, FrameSource(), r.first, r.count, sink);

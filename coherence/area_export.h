@@ -146,6 +146,8 @@ class AreaExport {
   // Where frames of the collected version are read from: its pinned buffer,
   // or the shadow once Unpin copied it there.
   const uint8_t* FrameSource();
+  // Whether frames may read their lines in place from the pinned buffer.
+  bool FramesInPlace();
   // Copies what the shadow lacks of the collected version from the pinned
   // buffer and drops the pin.
   void Unpin();

@@ -289,6 +289,30 @@ TEST_F(AreaExportTest, TheWriterGetsItsBufferCopiedAsideWhileFramesOfItAreStillT
   CheckFrames(1, v1);
 }
 
+TEST_F(AreaExportTest, WhileTheWriterWaitsForThePinnedBufferNewFramesCopyTheirLines) {
+  export_.Subscribe(kHostA);
+  export_.Turn(kT0);
+  ASSERT_EQ(host_.frames.size(), 125u);
+  host_.tails_in_use = true;  // the device still reads some of them in place
+  const uint32_t transfer = host_.frames[0].decoded().header.transfer_id;
+  host_.Publish({5}, 0x22);
+  host_.spare_wanted = true;
+  export_.Turn(kT0 + 1);
+  EXPECT_EQ(host_.pin(), 0) << "not while the device reads it";
+  // Host A asks for frames again and again: were they read in place too, the
+  // device would never let go of the buffer, nor the writer get it.
+  host_.frames.clear();
+  const wire::SeqRange lost{9, 3};
+  export_.OnAck(kHostA, 0, true, 1, transfer, std::span<const wire::SeqRange>(&lost, 1),
+                kT0 + kParams.nack_after_ns);
+  ASSERT_EQ(host_.frames.size(), 3u);
+  for (const auto& f : host_.frames) EXPECT_FALSE(f.in_place);
+  CheckFrames(1, host_.buffers[0]);
+  host_.tails_in_use = false;  // the frames read in place are out
+  export_.Turn(kT0 + kParams.nack_after_ns + 1);
+  EXPECT_EQ(host_.pin(), -1) << "the writer has its buffer";
+}
+
 TEST_F(AreaExportTest, ABufferWantedOnceEveryFrameIsOutGoesBackUncopiedAndLossBringsTheNext) {
   export_.Subscribe(kHostA);
   export_.Turn(kT0);
