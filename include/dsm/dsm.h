@@ -45,7 +45,9 @@ typedef enum dsm_code {
 /* Short text for a status code. Never NULL. */
 const char *dsm_strerror(int status);
 
-/* Detailed message for the calling thread's most recent failed call. */
+/* Detailed message for the calling thread's most recent failed call: every
+ * call that fails sets its own message, and a call that succeeds leaves the
+ * message of the failure before it. "" if no call of this thread has failed. */
 const char *dsm_last_error(void);
 
 /* ---- Session ------------------------------------------------------------- */

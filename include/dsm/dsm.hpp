@@ -15,11 +15,17 @@
 
 namespace dsm {
 
-// A status code and, on failure, the message that explains it.
+// A status code and, on failure, the message that explains it. The message is
+// taken when the Status is made and never changes.
 class Status {
  public:
   Status() = default;
+  // The result of the C call that just returned `code` on this thread: a failed
+  // call has set dsm_last_error() to its own message, which this copies. Make
+  // it right after the call, before any other libdsm call.
   explicit Status(int code) : code_(code), message_(code == DSM_OK ? "" : dsm_last_error()) {}
+  // A failure found without a C call, with its own message.
+  Status(int code, std::string message) : code_(code), message_(std::move(message)) {}
   bool ok() const { return code_ == DSM_OK; }
   int code() const { return code_; }
   const std::string& message() const { return message_; }
@@ -152,10 +158,14 @@ class Readable : public internal::AreaHandle<T, const T*> {
 template <typename T>
 Writable<T> alloc(const std::string& name, size_t count, const dsm_alloc_opts* opts = nullptr) {
   Writable<T> w;
+  if (count > SIZE_MAX / sizeof(T)) {
+    w.status_ = Status(DSM_ERR_INVALID, "dsm::alloc('" + name + "'): " + std::to_string(count) +
+                                            " elements of " + std::to_string(sizeof(T)) +
+                                            " bytes overflow size_t; ask for fewer");
+    return w;
+  }
   void* p = nullptr;
-  const int rc = count > SIZE_MAX / sizeof(T)
-                     ? DSM_ERR_INVALID
-                     : dsm_alloc(name.c_str(), count * sizeof(T), opts, &p);
+  const int rc = dsm_alloc(name.c_str(), count * sizeof(T), opts, &p);
   w.status_ = Status(rc);
   if (rc == DSM_OK) {
     w.ptr_ = static_cast<T*>(p);

@@ -186,6 +186,20 @@ TEST_F(WithSession, OtherCallsCheckTheirArea) {
   EXPECT_EQ(dsm_version(&on_stack), 0u);
 }
 
+TEST_F(WithSession, AFailedCallsMessageOutlivesLaterSuccesses) {
+  EXPECT_EQ(dsm_free(nullptr), DSM_ERR_INVALID);
+  const std::string failed = LastError();
+  EXPECT_NE(failed.find("dsm_free"), std::string::npos);
+  void* p = nullptr;
+  ASSERT_EQ(dsm_alloc("errors/outlives", 4096, nullptr, &p), DSM_OK);
+  ASSERT_EQ(dsm_log(p, 1), DSM_OK);
+  EXPECT_EQ(dsm_publish(p), DSM_OK);
+  EXPECT_EQ(dsm_service(), DSM_OK);
+  EXPECT_EQ(dsm_version(p), 1u);
+  EXPECT_EQ(dsm_free(p), DSM_OK);
+  EXPECT_EQ(LastError(), failed);
+}
+
 TEST(Readers, AStoreToAReaderMappingFaults) {
   DsmdProcess daemon;
   ASSERT_TRUE(daemon.ok());

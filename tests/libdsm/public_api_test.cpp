@@ -1,0 +1,65 @@
+// What the public API promises without a daemon: a failed call leaves its own
+// message (never an earlier call's), and a dsm::Status keeps the message it was
+// made with.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <string>
+
+#include "dsm/dsm.h"
+#include "dsm/dsm.hpp"
+
+namespace dsm {
+namespace {
+
+constexpr const char* kNoDaemon = "/tmp/dsm-public-api-test-no-daemon/dsmd.sock";
+
+bool Has(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+// Leaves the thread's last error naming kNoDaemon.
+void FailInit() {
+  dsm_init_opts opts{};
+  opts.socket_path = kNoDaemon;
+  ASSERT_EQ(dsm_init(&opts), DSM_ERR_NO_DAEMON);
+  ASSERT_TRUE(Has(dsm_last_error(), kNoDaemon)) << dsm_last_error();
+}
+
+TEST(LastError, EachFailedCallLeavesItsOwnMessage) {
+  FailInit();
+  int x = 0;
+  EXPECT_EQ(dsm_publish(&x), DSM_ERR_NOT_INIT);
+  EXPECT_TRUE(Has(dsm_last_error(), "dsm_publish: call dsm_init() first")) << dsm_last_error();
+  FailInit();
+  dsm_area_status st{};
+  EXPECT_EQ(dsm_status(&x, &st), DSM_ERR_NOT_INIT);
+  EXPECT_FALSE(Has(dsm_last_error(), kNoDaemon)) << dsm_last_error();
+}
+
+TEST(CppStatus, AFailureFoundInTheWrapperCarriesItsOwnMessage) {
+  FailInit();
+  auto huge = dsm::alloc<double>("api/huge", SIZE_MAX);
+  EXPECT_FALSE(huge);
+  EXPECT_EQ(huge.status().code(), DSM_ERR_INVALID);
+  const std::string& message = huge.status().message();
+  EXPECT_TRUE(Has(message, "overflow")) << message;
+  EXPECT_FALSE(Has(message, kNoDaemon));
+}
+
+TEST(CppStatus, KeepsTheMessageItWasMadeWith) {
+  const Status service(dsm_service());
+  EXPECT_EQ(service.code(), DSM_ERR_NOT_INIT);
+  EXPECT_EQ(service.message(), "dsm_service: call dsm_init() first");
+  FailInit();
+  EXPECT_EQ(service.message(), "dsm_service: call dsm_init() first");
+  EXPECT_EQ(service.ToString(),
+            "dsm_init() has not been called: dsm_service: call dsm_init() first");
+  const Status explicit_message(DSM_ERR_INVALID, "what went wrong");
+  EXPECT_EQ(explicit_message.message(), "what went wrong");
+  EXPECT_TRUE(Status().ok());
+  EXPECT_TRUE(Status(DSM_OK).message().empty());
+}
+
+}  // namespace
+}  // namespace dsm
