@@ -39,6 +39,13 @@ int Run(const char* fn, Body&& body) {
   return rc;
 }
 
+int GetVersion(const char* fn, const void* area, uint64_t* version) {
+  return Run(fn, [&] {
+    dsm::ClientSession* s = Current();
+    return s ? s->Version(fn, area, version) : NotInit(fn);
+  });
+}
+
 }  // namespace
 
 extern "C" {
@@ -114,9 +121,14 @@ int dsm_thread_online(void) {
   return DSM_OK;
 }
 
+int dsm_get_version(const void* area, uint64_t* version) {
+  return GetVersion("dsm_get_version", area, version);
+}
+
 uint64_t dsm_version(const void* area) {
-  dsm::ClientSession* s = Current();
-  return s ? s->Version(area) : 0;
+  uint64_t v = 0;
+  GetVersion("dsm_version", area, &v);  // on failure v stays 0
+  return v;
 }
 
 int dsm_status(const void* area, dsm_area_status* st) {

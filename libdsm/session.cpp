@@ -395,11 +395,16 @@ int ClientSession::Status(const void* area, dsm_area_status* st) {
   return DSM_OK;
 }
 
-uint64_t ClientSession::Version(const void* area) {
+int ClientSession::Version(const char* fn, const void* area, uint64_t* out) {
+  if (!out) return Fail(DSM_ERR_INVALID, "{}: the version pointer is NULL", fn);
   std::lock_guard lock(mu_);
   Area* a = FindLocked(area);
-  if (!a) return 0;
-  return a->writer ? a->writer->version() : a->reader->version();
+  if (!a) {
+    return Fail(DSM_ERR_INVALID, "{}({}): not in an area of this process; pass a pointer "
+                "dsm_alloc or dsm_attach gave (and not yet freed)", fn, area);
+  }
+  *out = a->writer ? a->writer->version() : a->reader->version();
+  return DSM_OK;
 }
 
 int ClientSession::LogSlow(const void* ptr, size_t len) {

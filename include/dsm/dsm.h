@@ -158,7 +158,15 @@ typedef struct dsm_area_status {
   uint64_t lines_changed;    /* lines of those pages whose bytes differed: what shipped */
 } dsm_area_status;
 
-/* Version this process sees of `area` (0 before the first publish). */
+/* Sets *version to the version this process sees of `area` (the writer: its
+ * last published one; 0 before the first publish). Returns DSM_OK, or
+ * DSM_ERR_INVALID if `area` is not in an area of this process or version is
+ * NULL, DSM_ERR_NOT_INIT before dsm_init(); *version is written only on success. */
+int dsm_get_version(const void *area, uint64_t *version);
+
+/* dsm_get_version() for a pointer known to be good: returns the version, or 0
+ * on error (then dsm_last_error() says why). 0 is also the version before the
+ * first publish, so where `area` may be wrong, use dsm_get_version(). */
 uint64_t dsm_version(const void *area);
 
 /* Fills *st with the area's version and staleness as seen by this process. */

@@ -1,6 +1,6 @@
 // What the public API promises without a daemon: a failed call leaves its own
-// message (never an earlier call's), and a dsm::Status keeps the message it was
-// made with.
+// message (never an earlier call's), a dsm::Status keeps the message it was
+// made with, and a version query reports errors apart from versions.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -29,8 +29,13 @@ void FailInit() {
 TEST(LastError, EachFailedCallLeavesItsOwnMessage) {
   FailInit();
   int x = 0;
-  EXPECT_EQ(dsm_publish(&x), DSM_ERR_NOT_INIT);
-  EXPECT_TRUE(Has(dsm_last_error(), "dsm_publish: call dsm_init() first")) << dsm_last_error();
+  uint64_t v = 42;
+  EXPECT_EQ(dsm_get_version(&x, &v), DSM_ERR_NOT_INIT);
+  EXPECT_TRUE(Has(dsm_last_error(), "dsm_get_version: call dsm_init() first")) << dsm_last_error();
+  EXPECT_EQ(v, 42u);  // written only on success
+  FailInit();
+  EXPECT_EQ(dsm_version(&x), 0u);
+  EXPECT_TRUE(Has(dsm_last_error(), "dsm_version: call dsm_init() first")) << dsm_last_error();
   FailInit();
   dsm_area_status st{};
   EXPECT_EQ(dsm_status(&x, &st), DSM_ERR_NOT_INIT);
@@ -41,8 +46,8 @@ TEST(CppStatus, AFailureFoundInTheWrapperCarriesItsOwnMessage) {
   FailInit();
   auto huge = dsm::alloc<double>("api/huge", SIZE_MAX);
   EXPECT_FALSE(huge);
-  EXPECT_EQ(huge.status().code(), DSM_ERR_INVALID);
-  const std::string& message = huge.status().message();
+  EXPECT_EQ(huge.creation_status().code(), DSM_ERR_INVALID);
+  const std::string& message = huge.creation_status().message();
   EXPECT_TRUE(Has(message, "overflow")) << message;
   EXPECT_FALSE(Has(message, kNoDaemon));
 }
@@ -59,6 +64,23 @@ TEST(CppStatus, KeepsTheMessageItWasMadeWith) {
   EXPECT_EQ(explicit_message.message(), "what went wrong");
   EXPECT_TRUE(Status().ok());
   EXPECT_TRUE(Status(DSM_OK).message().empty());
+}
+
+TEST(CppHandle, AHandleWithoutAnAreaHasNoVersion) {
+  dsm::Readable<float> empty;
+  uint64_t v = 42;
+  const Status s = empty.version(&v);
+  EXPECT_EQ(s.code(), DSM_ERR_INVALID);
+  EXPECT_TRUE(Has(s.message(), "holds no area")) << s.message();
+  EXPECT_EQ(v, 42u);
+  dsm_area_status st{};
+  EXPECT_EQ(empty.area_status(&st).code(), DSM_ERR_INVALID);
+
+  auto failed = dsm::alloc<double>("api/huge", SIZE_MAX);
+  const Status f = failed.version(&v);
+  EXPECT_EQ(f.code(), DSM_ERR_INVALID);
+  EXPECT_TRUE(Has(f.message(), "overflow")) << f.message();  // says why it has none
+  EXPECT_EQ(failed.publish().code(), DSM_ERR_INVALID);
 }
 
 }  // namespace
