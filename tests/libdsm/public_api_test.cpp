@@ -1,6 +1,7 @@
 // What the public API promises without a daemon: a failed call leaves its own
 // message (never an earlier call's), a dsm::Status keeps the message it was
-// made with, and a version query reports errors apart from versions.
+// made with, a version query reports errors apart from versions, and AUTO is a
+// page tracker value of its own.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -81,6 +82,18 @@ TEST(CppHandle, AHandleWithoutAnAreaHasNoVersion) {
   EXPECT_EQ(f.code(), DSM_ERR_INVALID);
   EXPECT_TRUE(Has(f.message(), "overflow")) << f.message();  // says why it has none
   EXPECT_EQ(failed.publish().code(), DSM_ERR_INVALID);
+}
+
+TEST(PageTracker, AutoIsItsOwnValue) {
+  static_assert(DSM_PAGE_TRACKER_AUTO != DSM_PAGE_TRACKER_NONE);
+  static_assert(DSM_PAGE_TRACKER_AUTO != DSM_PAGE_TRACKER_UFFD);
+  static_assert(DSM_PAGE_TRACKER_AUTO != DSM_PAGE_TRACKER_MPROTECT);
+  EXPECT_STREQ(dsm_page_tracker_name(DSM_PAGE_TRACKER_AUTO), "auto");
+  EXPECT_STREQ(dsm_page_tracker_name(DSM_PAGE_TRACKER_NONE), "none");
+  EXPECT_STREQ(dsm_page_tracker_name(DSM_PAGE_TRACKER_UFFD), "uffd-wp-async");
+  EXPECT_STREQ(dsm_page_tracker_name(DSM_PAGE_TRACKER_MPROTECT), "mprotect");
+  EXPECT_STREQ(dsm_page_tracker_name(-1), "unknown");
+  EXPECT_STREQ(dsm_page_tracker_name(99), "unknown");
 }
 
 }  // namespace
