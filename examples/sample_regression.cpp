@@ -50,7 +50,7 @@ int Train(int steps) {
   }
   auto w = dsm::alloc<float>(kArea, kDim);
   if (!w) {
-    std::fprintf(stderr, "sample: %s\n", w.status().ToString().c_str());
+    std::fprintf(stderr, "sample: %s\n", w.creation_status().ToString().c_str());
     return 1;
   }
   std::mt19937 rng(1);
@@ -69,13 +69,17 @@ int Train(int steps) {
     session.service();
     if (step % (steps / 10 == 0 ? 1 : steps / 10) == 0) {
       std::mt19937 eval(7);
+      uint64_t v = 0;
+      w.version(&v);
       std::printf("train  step %5d  version %6lu  loss %.4f\n", step,
-                  static_cast<unsigned long>(w.version()), Loss(w.data(), eval));
+                  static_cast<unsigned long>(v), Loss(w.data(), eval));
       std::fflush(stdout);
     }
   }
   w.publish();
-  std::printf("train  done: version %lu\n", static_cast<unsigned long>(w.version()));
+  uint64_t v = 0;
+  w.version(&v);
+  std::printf("train  done: version %lu\n", static_cast<unsigned long>(v));
   return 0;
 }
 
@@ -87,16 +91,17 @@ int Follow(int versions) {
   }
   auto w = dsm::attach<float>(kArea, std::chrono::seconds(10));
   if (!w) {
-    std::fprintf(stderr, "sample: %s\n", w.status().ToString().c_str());
+    std::fprintf(stderr, "sample: %s\n", w.creation_status().ToString().c_str());
     return 1;
   }
-  uint64_t seen = w.version();
+  uint64_t seen = 0;
+  w.version(&seen);
   for (int i = 0; i < versions; ++i) {
     if (!w.wait_version(seen + 1, std::chrono::seconds(5)).ok()) break;
-    seen = w.version();
+    w.version(&seen);
     if (i % (versions / 10 == 0 ? 1 : versions / 10) == 0) {
       dsm_area_status st{};
-      w.status_report(&st);
+      w.area_status(&st);
       std::mt19937 eval(7);
       std::printf("follow version %6lu  staleness %7.3f ms  loss %.4f\n",
                   static_cast<unsigned long>(seen), static_cast<double>(st.staleness_ns) / 1e6,
@@ -105,8 +110,8 @@ int Follow(int versions) {
     }
   }
   dsm_area_status st{};
-  w.status_report(&st);
-  std::printf("follow done: version %lu, writer %s\n", static_cast<unsigned long>(w.version()),
+  w.area_status(&st);
+  std::printf("follow done: version %lu, writer %s\n", static_cast<unsigned long>(st.version),
               st.writer_alive ? "running" : "gone");
   return 0;
 }

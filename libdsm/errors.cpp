@@ -10,6 +10,11 @@ thread_local std::string t_last_error;
 
 void SetLastError(std::string message) { t_last_error = std::move(message); }
 const char* LastError() { return t_last_error.c_str(); }
+std::string TakeLastError() {
+  std::string m = std::move(t_last_error);
+  t_last_error.clear();
+  return m;
+}
 
 }  // namespace dsm
 

@@ -10,6 +10,8 @@ namespace dsm {
 
 void SetLastError(std::string message);
 const char* LastError();
+// Moves the message out, leaving the thread with none ("").
+std::string TakeLastError();
 
 // Records the message for dsm_last_error() and returns `status`.
 template <typename... Args>

@@ -45,5 +45,6 @@ int PageTracker::Start(int wanted, void* addr, size_t bytes, size_t page_bytes,
 }  // namespace dsm
 
 extern "C" const char* dsm_page_tracker_name(int tracker) {
+  if (tracker == DSM_PAGE_TRACKER_AUTO) return "auto";  // asked for, never in use
   return tracker < 0 ? "unknown" : dsm::PageTrackerName(static_cast<uint32_t>(tracker));
 }

@@ -84,7 +84,10 @@ bool ReaderArea::Switch(uint32_t buffer) {
 int ReaderArea::MoveToLatest() {
   if (buffer_ != kNoBuffer && (control_->latest.load() >> 8) <= version_) return DSM_OK;
   LatestVersion latest{};
-  if (!PinLatest(*control_, slot_, buffer_, &latest)) return DSM_ERR_BUSY;
+  if (!PinLatest(*control_, slot_, buffer_, &latest)) {
+    return Fail(DSM_ERR_BUSY, "could not pin the newest version of '{}': the writer replaced it "
+                "meanwhile; the next quiescent point tries again", control_->name);
+  }
   if (!Switch(latest.buffer)) {
     const int err = errno;
     if (buffer_ != kNoBuffer) MapFresh(buffer_);

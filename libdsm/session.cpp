@@ -124,14 +124,16 @@ int ClientSession::Alloc(const char* name, size_t size, const dsm_alloc_opts* op
     return Fail(DSM_ERR_INVALID, "dsm_alloc: name '{}' is longer than {} bytes", name, kMaxNameBytes - 1);
   }
   const uint32_t tracking = opts ? opts->tracking : uint32_t{DSM_TRACK_LOG};
-  const uint32_t page_tracker = opts ? opts->page_tracker : uint32_t{DSM_PAGE_TRACKER_AUTO};
+  uint32_t page_tracker = opts ? opts->page_tracker : uint32_t{DSM_PAGE_TRACKER_AUTO};
+  if (page_tracker == 0) page_tracker = DSM_PAGE_TRACKER_AUTO;  // 0, the default, is AUTO
   if (tracking > DSM_TRACK_LOG_AND_PAGES) {
     return Fail(DSM_ERR_INVALID, "dsm_alloc('{}'): tracking {} is not a dsm_tracking value "
                 "(DSM_TRACK_LOG, DSM_TRACK_PAGES, DSM_TRACK_LOG_AND_PAGES)", name, tracking);
   }
-  if (page_tracker > DSM_PAGE_TRACKER_MPROTECT) {
+  if (page_tracker > DSM_PAGE_TRACKER_AUTO) {
     return Fail(DSM_ERR_INVALID, "dsm_alloc('{}'): page_tracker {} is not a dsm_page_tracker "
-                "value (AUTO, UFFD, MPROTECT)", name, page_tracker);
+                "value (DSM_PAGE_TRACKER_AUTO, _UFFD, _MPROTECT, or 0 for AUTO)", name,
+                page_tracker);
   }
   Request req{};
   req.type = RequestType::kAlloc;
@@ -395,11 +397,16 @@ int ClientSession::Status(const void* area, dsm_area_status* st) {
   return DSM_OK;
 }
 
-uint64_t ClientSession::Version(const void* area) {
+int ClientSession::Version(const char* fn, const void* area, uint64_t* out) {
+  if (!out) return Fail(DSM_ERR_INVALID, "{}: the version pointer is NULL", fn);
   std::lock_guard lock(mu_);
   Area* a = FindLocked(area);
-  if (!a) return 0;
-  return a->writer ? a->writer->version() : a->reader->version();
+  if (!a) {
+    return Fail(DSM_ERR_INVALID, "{}({}): not in an area of this process; pass a pointer "
+                "dsm_alloc or dsm_attach gave (and not yet freed)", fn, area);
+  }
+  *out = a->writer ? a->writer->version() : a->reader->version();
+  return DSM_OK;
 }
 
 int ClientSession::LogSlow(const void* ptr, size_t len) {

@@ -32,7 +32,8 @@ class ClientSession {
   int Publish(const void* area);
   int WaitVersion(const void* area, uint64_t version, uint32_t timeout_ms);
   int Status(const void* area, dsm_area_status* st);
-  uint64_t Version(const void* area);
+  // `fn` names the C call, for the message.
+  int Version(const char* fn, const void* area, uint64_t* out);
   int LogSlow(const void* ptr, size_t len);
   // Publishes what writers have pending and lets other hosts take it (bounded);
   // called by dsm_fini before teardown.

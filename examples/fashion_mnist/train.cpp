@@ -165,7 +165,13 @@ class Trainer {
   void AddCurvePoint(double wall_s, uint64_t step);
   void Print(const EpochRecord& e) const;
   bool WriteJson(const std::vector<EpochRecord>& epochs, double total_s) const;
-  uint64_t VersionOf(int j) const { return others_[static_cast<size_t>(j)].version(); }
+  // Version this worker sees of worker j's update. Cannot fail: the handle was
+  // checked at attach and the session outlives the trainer.
+  uint64_t VersionOf(int j) const {
+    uint64_t v = 0;
+    others_[static_cast<size_t>(j)].version(&v);
+    return v;
+  }
 
   Options o_;
   fmnist::Model model_;
@@ -230,8 +236,9 @@ bool Trainer::SetUpAreas() {
   own_ = dsm::alloc<float>(area_name_, model_.num_params(), &opts);
   if (!own_) {
     std::fprintf(stderr, "fashion_mnist: cannot allocate '%s' (%zu floats): %s\n",
-                 area_name_.c_str(), model_.num_params(), own_.status().ToString().c_str());
-    if (own_.status().code() == DSM_ERR_EXISTS) {
+                 area_name_.c_str(), model_.num_params(),
+                 own_.creation_status().ToString().c_str());
+    if (own_.creation_status().code() == DSM_ERR_EXISTS) {
       std::fprintf(stderr, "fashion_mnist: another run (or a worker with the same --rank) still "
                            "holds it; use another --prefix or restart the daemons\n");
     }
@@ -250,7 +257,8 @@ bool Trainer::SetUpAreas() {
     if (!r) {
       std::fprintf(stderr, "fashion_mnist: worker %d: cannot attach '%s' of worker %d within "
                            "%.0f s: %s (is worker %d running, with the same --prefix?)\n",
-                   o_.rank, name.c_str(), j, o_.attach_timeout_s, r.status().ToString().c_str(), j);
+                   o_.rank, name.c_str(), j, o_.attach_timeout_s,
+                   r.creation_status().ToString().c_str(), j);
       return false;
     }
     if (r.size() < model_.num_params()) {
@@ -287,10 +295,16 @@ bool Trainer::Publish(uint64_t v) {
     ++publish_retries_;  // local readers hold every spare buffer: they move on at their next sync
     std::this_thread::sleep_for(std::chrono::microseconds(200));
   }
-  if (own_.version() != v) {
+  uint64_t published = 0;
+  if (const dsm::Status st = own_.version(&published); !st.ok()) {
+    std::fprintf(stderr, "fashion_mnist: worker %d: version of '%s': %s\n", o_.rank,
+                 area_name_.c_str(), st.ToString().c_str());
+    return false;
+  }
+  if (published != v) {
     std::fprintf(stderr, "fashion_mnist: worker %d: after step %" PRIu64 " '%s' is at version %"
                  PRIu64 "; expected one version per step\n",
-                 o_.rank, v, area_name_.c_str(), own_.version());
+                 o_.rank, v, area_name_.c_str(), published);
     return false;
   }
   return true;
@@ -304,7 +318,7 @@ bool Trainer::WaitOthers(uint64_t v, const char* why, double timeout_s, bool fat
     const dsm::Status st = others_[static_cast<size_t>(j)].wait_version(v, timeout);
     if (!st.ok()) {
       dsm_area_status as{};
-      others_[static_cast<size_t>(j)].status_report(&as);
+      others_[static_cast<size_t>(j)].area_status(&as);
       std::fprintf(stderr,
                    "fashion_mnist: %sworker %d: %s: worker %d's update is at version %" PRIu64
                    " (latest on this host %" PRIu64 "), needed %" PRIu64 " within %.0f s; its "
@@ -594,7 +608,7 @@ bool Trainer::WriteJson(const std::vector<EpochRecord>& epochs, double total_s) 
                         {"eval", eval / total_s}};
   j["publish_busy_retries"] = publish_retries_;
   dsm_area_status st{};
-  if (own_.status_report(&st).ok()) {
+  if (own_.area_status(&st).ok()) {
     j["own_area"] = {{"version", st.version}, {"publishes_deferred", st.publishes_deferred}};
   }
   json ps = {{"compute_ms", json::array()}, {"publish_ms", json::array()},

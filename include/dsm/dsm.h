@@ -12,6 +12,10 @@
  * Every call that can fail returns a dsm_code (DSM_OK == 0, errors < 0);
  * dsm_strerror() names the code and dsm_last_error() gives a message for the
  * calling thread's last failure. Nothing in this library aborts the caller.
+ *
+ * This header is ABI version 1 of the library: soname libdsm.so.1. A change of
+ * an enum value, a struct layout or a function's signature, or a removed
+ * function, takes the next soname.
  */
 #ifndef DSM_DSM_H_
 #define DSM_DSM_H_
@@ -45,7 +49,9 @@ typedef enum dsm_code {
 /* Short text for a status code. Never NULL. */
 const char *dsm_strerror(int status);
 
-/* Detailed message for the calling thread's most recent failed call. */
+/* Detailed message for the calling thread's most recent failed call: every
+ * call that fails sets its own message, and a call that succeeds leaves the
+ * message of the failure before it. "" if no call of this thread has failed. */
 const char *dsm_last_error(void);
 
 /* ---- Session ------------------------------------------------------------- */
@@ -82,15 +88,16 @@ typedef enum dsm_tracking {
  * AUTO prefers userfaultfd's asynchronous write-protect (Linux 6.7+, no signal per
  * fault) and falls back to mprotect + a SIGSEGV handler that chains to the
  * program's own handler for faults outside areas. $DSM_PAGE_TRACKER ("uffd" or
- * "mprotect") overrides AUTO. */
+ * "mprotect") overrides AUTO. dsm_area_status.page_tracker reports the
+ * mechanism in use, UFFD or MPROTECT, or NONE; never AUTO. */
 typedef enum dsm_page_tracker {
-  DSM_PAGE_TRACKER_NONE = 0,     /* in dsm_alloc_opts: AUTO; in status: not tracking pages */
+  DSM_PAGE_TRACKER_NONE = 0,     /* in status: the area tracks no pages (explicit log only) */
   DSM_PAGE_TRACKER_UFFD = 1,     /* userfaultfd WP_ASYNC + PAGEMAP_SCAN */
   DSM_PAGE_TRACKER_MPROTECT = 2, /* mprotect + SIGSEGV; write(2)/read(2) into the area fail with EFAULT */
+  DSM_PAGE_TRACKER_AUTO = 3,     /* in dsm_alloc_opts: let the library choose, as above */
 } dsm_page_tracker;
-#define DSM_PAGE_TRACKER_AUTO DSM_PAGE_TRACKER_NONE
 
-/* Name of a tracker ("none", "uffd-wp-async", "mprotect"). Never NULL. */
+/* Name of a tracker ("none", "uffd-wp-async", "mprotect", "auto"). Never NULL. */
 const char *dsm_page_tracker_name(int tracker);
 
 typedef struct dsm_alloc_opts {
@@ -98,7 +105,7 @@ typedef struct dsm_alloc_opts {
   uint32_t staleness_bound_ms; /* 0: the daemon's default */
   uint32_t reader_buffers;     /* reader copies per host, 2..4; 0: 2 */
   uint32_t tracking;           /* dsm_tracking; 0: DSM_TRACK_LOG */
-  uint32_t page_tracker;       /* dsm_page_tracker; 0: AUTO */
+  uint32_t page_tracker;       /* dsm_page_tracker AUTO, UFFD or MPROTECT; 0: AUTO */
 } dsm_alloc_opts;
 
 /* Allocates a new area named `name` of `size` bytes (rounded up to pages). The
@@ -151,12 +158,20 @@ typedef struct dsm_area_status {
   uint8_t freed;             /* the writer freed the area; this is its last version */
   uint64_t publishes_deferred; /* publishes postponed because readers held buffers */
   uint8_t tracking;          /* dsm_tracking of the area (as its writer chose) */
-  uint8_t page_tracker;      /* dsm_page_tracker in use (NONE: explicit log only) */
+  uint8_t page_tracker;      /* dsm_page_tracker in use: UFFD, MPROTECT, or NONE (never AUTO) */
   uint64_t pages_written;    /* pages the tracker reported written, all publishes */
   uint64_t lines_changed;    /* lines of those pages whose bytes differed: what shipped */
 } dsm_area_status;
 
-/* Version this process sees of `area` (0 before the first publish). */
+/* Sets *version to the version this process sees of `area` (the writer: its
+ * last published one; 0 before the first publish). Returns DSM_OK, or
+ * DSM_ERR_INVALID if `area` is not in an area of this process or version is
+ * NULL, DSM_ERR_NOT_INIT before dsm_init(); *version is written only on success. */
+int dsm_get_version(const void *area, uint64_t *version);
+
+/* dsm_get_version() for a pointer known to be good: returns the version, or 0
+ * on error (then dsm_last_error() says why). 0 is also the version before the
+ * first publish, so where `area` may be wrong, use dsm_get_version(). */
 uint64_t dsm_version(const void *area);
 
 /* Fills *st with the area's version and staleness as seen by this process. */

@@ -1,6 +1,6 @@
 // libdsm C++ API: RAII and typed handles over the C API in dsm.h. No exceptions:
 // fallible calls return dsm::Status, and handles carry the status of the call
-// that made them (test them with `if (!handle)`).
+// that made them (creation_status(); test them with `if (!handle)`).
 #ifndef DSM_DSM_HPP_
 #define DSM_DSM_HPP_
 
@@ -15,11 +15,17 @@
 
 namespace dsm {
 
-// A status code and, on failure, the message that explains it.
+// A status code and, on failure, the message that explains it. The message is
+// taken when the Status is made and never changes.
 class Status {
  public:
   Status() = default;
+  // The result of the C call that just returned `code` on this thread: a failed
+  // call has set dsm_last_error() to its own message, which this copies. Make
+  // it right after the call, before any other libdsm call.
   explicit Status(int code) : code_(code), message_(code == DSM_OK ? "" : dsm_last_error()) {}
+  // A failure found without a C call, with its own message.
+  Status(int code, std::string message) : code_(code), message_(std::move(message)) {}
   bool ok() const { return code_ == DSM_OK; }
   int code() const { return code_; }
   const std::string& message() const { return message_; }
@@ -76,18 +82,28 @@ class LoggedRef {
 };
 
 namespace internal {
-// Shared by both handle kinds: the area pointer, its element count and status.
+// Shared by both handle kinds: the area pointer, its element count, and the
+// status of the alloc or attach that made the handle.
 template <typename T, typename Ptr>
 class AreaHandle {
  public:
   explicit operator bool() const { return status_.ok(); }
-  const Status& status() const { return status_; }
+  // How the alloc or attach that made this handle went; later calls return
+  // their own Status.
+  const Status& creation_status() const { return status_; }
   size_t size() const { return count_; }
   Ptr data() const { return ptr_; }
-  // Version this process sees (the writer: its last published one).
-  uint64_t version() const { return dsm_version(ptr_); }
-  Status status_report(dsm_area_status* st) const { return Status(dsm_status(ptr_, st)); }
+  // Sets *v to the version this process sees (the writer: its last published
+  // one). Fails if the handle holds no area (creation failed, or released).
+  Status version(uint64_t* v) const {
+    return ptr_ ? Status(dsm_get_version(ptr_, v)) : NoArea("version");
+  }
+  // Fills *st with the area's version, staleness and tracking: see dsm_status().
+  Status area_status(dsm_area_status* st) const {
+    return ptr_ ? Status(dsm_status(ptr_, st)) : NoArea("area_status");
+  }
   Status wait_version(uint64_t v, std::chrono::milliseconds timeout) const {
+    if (!ptr_) return NoArea("wait_version");
     return Status(dsm_wait_version(ptr_, v, static_cast<uint32_t>(timeout.count())));
   }
   // Frees (writer) or detaches (reader) now rather than at destruction.
@@ -110,6 +126,13 @@ class AreaHandle {
   }
   ~AreaHandle() { release(); }
 
+  // The Status of a call on a handle without an area, saying why it has none.
+  Status NoArea(const char* fn) const {
+    const std::string why = status_.ok() ? "it was released or default-constructed"
+                                         : "its alloc or attach failed: " + status_.ToString();
+    return Status(DSM_ERR_INVALID, std::string(fn) + "(): this handle holds no area; " + why);
+  }
+
   Ptr ptr_ = nullptr;
   size_t count_ = 0;
   Status status_;
@@ -129,7 +152,9 @@ class Writable : public internal::AreaHandle<T, T*> {
   Status log(size_t first, size_t n) const {
     return Status(dsm_log(this->ptr_ + first, n * sizeof(T)));
   }
-  Status publish() const { return Status(dsm_publish(this->ptr_)); }
+  Status publish() const {
+    return this->ptr_ ? Status(dsm_publish(this->ptr_)) : this->NoArea("publish");
+  }
 
  private:
   template <typename U>
@@ -152,10 +177,14 @@ class Readable : public internal::AreaHandle<T, const T*> {
 template <typename T>
 Writable<T> alloc(const std::string& name, size_t count, const dsm_alloc_opts* opts = nullptr) {
   Writable<T> w;
+  if (count > SIZE_MAX / sizeof(T)) {
+    w.status_ = Status(DSM_ERR_INVALID, "dsm::alloc('" + name + "'): " + std::to_string(count) +
+                                            " elements of " + std::to_string(sizeof(T)) +
+                                            " bytes overflow size_t; ask for fewer");
+    return w;
+  }
   void* p = nullptr;
-  const int rc = count > SIZE_MAX / sizeof(T)
-                     ? DSM_ERR_INVALID
-                     : dsm_alloc(name.c_str(), count * sizeof(T), opts, &p);
+  const int rc = dsm_alloc(name.c_str(), count * sizeof(T), opts, &p);
   w.status_ = Status(rc);
   if (rc == DSM_OK) {
     w.ptr_ = static_cast<T*>(p);

@@ -183,7 +183,51 @@ TEST_F(WithSession, OtherCallsCheckTheirArea) {
   EXPECT_EQ(dsm_wait_version(&on_stack, 1, 10), DSM_ERR_INVALID);
   dsm_area_status st{};
   EXPECT_EQ(dsm_status(&on_stack, &st), DSM_ERR_INVALID);
-  EXPECT_EQ(dsm_version(&on_stack), 0u);
+}
+
+TEST_F(WithSession, AVersionOfABadPointerIsAnErrorNotAVersion) {
+  int on_stack = 0;
+  uint64_t v = 42;
+  EXPECT_EQ(dsm_get_version(&on_stack, &v), DSM_ERR_INVALID);
+  EXPECT_NE(LastError().find("dsm_get_version"), std::string::npos) << LastError();
+  EXPECT_NE(LastError().find("not in an area of this process"), std::string::npos);
+  EXPECT_EQ(v, 42u);
+  EXPECT_EQ(dsm_get_version(nullptr, &v), DSM_ERR_INVALID);
+  EXPECT_EQ(v, 42u);
+
+  void* p = nullptr;
+  ASSERT_EQ(dsm_alloc("errors/version", 4096, nullptr, &p), DSM_OK);
+  EXPECT_EQ(dsm_get_version(p, nullptr), DSM_ERR_INVALID);
+  EXPECT_NE(LastError().find("NULL"), std::string::npos) << LastError();
+  ASSERT_EQ(dsm_get_version(p, &v), DSM_OK);
+  EXPECT_EQ(v, 0u);  // a real version 0: nothing published yet
+  static_cast<uint8_t*>(p)[100] = 1;
+  ASSERT_EQ(dsm_log(static_cast<uint8_t*>(p) + 100, 1), DSM_OK);
+  ASSERT_EQ(dsm_publish(p), DSM_OK);
+  ASSERT_EQ(dsm_get_version(static_cast<uint8_t*>(p) + 4095, &v), DSM_OK);  // any byte of it
+  EXPECT_EQ(v, 1u);
+  EXPECT_EQ(dsm_version(p), 1u);
+  ASSERT_EQ(dsm_free(p), DSM_OK);
+  v = 42;
+  EXPECT_EQ(dsm_get_version(p, &v), DSM_ERR_INVALID);  // freed
+  EXPECT_EQ(v, 42u);
+  // The unchecked form returns 0 and says why.
+  EXPECT_EQ(dsm_version(p), 0u);
+  EXPECT_NE(LastError().find("dsm_version"), std::string::npos) << LastError();
+}
+
+TEST_F(WithSession, AFailedCallsMessageOutlivesLaterSuccesses) {
+  EXPECT_EQ(dsm_free(nullptr), DSM_ERR_INVALID);
+  const std::string failed = LastError();
+  EXPECT_NE(failed.find("dsm_free"), std::string::npos);
+  void* p = nullptr;
+  ASSERT_EQ(dsm_alloc("errors/outlives", 4096, nullptr, &p), DSM_OK);
+  ASSERT_EQ(dsm_log(p, 1), DSM_OK);
+  EXPECT_EQ(dsm_publish(p), DSM_OK);
+  EXPECT_EQ(dsm_service(), DSM_OK);
+  EXPECT_EQ(dsm_version(p), 1u);
+  EXPECT_EQ(dsm_free(p), DSM_OK);
+  EXPECT_EQ(LastError(), failed);
 }
 
 TEST(Readers, AStoreToAReaderMappingFaults) {

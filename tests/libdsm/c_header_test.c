@@ -11,6 +11,9 @@ int main(void) {
   if (dsm_service() != DSM_ERR_NOT_INIT) ++failures;
   if (dsm_log(&x, sizeof(x)) != DSM_ERR_NOT_INIT) ++failures;
   if (strstr(dsm_last_error(), "dsm_init") == NULL) ++failures;
+  uint64_t v = 7;
+  if (dsm_get_version(&x, &v) != DSM_ERR_NOT_INIT || v != 7) ++failures;
+  if (DSM_PAGE_TRACKER_AUTO == DSM_PAGE_TRACKER_NONE) ++failures;
   dsm_init_opts opts;
   memset(&opts, 0, sizeof(opts));
   opts.socket_path = "/nonexistent/dsmd.sock";

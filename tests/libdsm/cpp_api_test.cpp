@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <string>
 
 #include "dsm/dsm.hpp"
 #include "tests/support/child_process.h"
@@ -41,11 +42,20 @@ TEST(CppApi, TypedHandlesShareLoggedElementsAcrossProcesses) {
     w[7] += 4.0f;   // read-modify-write through the reference
     w.data()[500] = 3.5f;  // raw store, logged explicitly
     if (!w.log(500, 1).ok()) return 3;
-    if (!w.publish().ok() || w.version() != 1) return 4;
+    uint64_t v = 0;
+    if (!w.publish().ok() || !w.version(&v).ok() || v != 1) return 4;
     // A second handle to the same name fails with the library's message.
     auto again = dsm::alloc<float>("cpp/w", 10);
-    if (again || again.status().code() != DSM_ERR_EXISTS || again.status().message().empty()) {
+    if (again || again.creation_status().code() != DSM_ERR_EXISTS ||
+        again.creation_status().message().find("cpp/w") == std::string::npos) {
       return 5;
+    }
+    // It holds no area, and its calls say so rather than report a version.
+    v = 7;
+    const dsm::Status vs = again.version(&v);
+    if (vs.code() != DSM_ERR_INVALID || v != 7 ||
+        vs.message().find("holds no area") == std::string::npos) {
+      return 6;
     }
     b->published = true;
     testing::WaitFor([&] { return b->done.load(); }, 20000);
@@ -63,10 +73,10 @@ TEST(CppApi, TypedHandlesShareLoggedElementsAcrossProcesses) {
     b->seen[2] = r[7];
     b->seen[3] = r[500];
     b->size = r.size();
-    b->version = r.version();
+    if (!r.version(&b->version).ok()) return 4;
     auto missing = dsm::attach<float>("cpp/none", 50ms);
-    b->unknown_code = missing.status().code();
-    b->unknown_has_message = !missing.status().message().empty();
+    b->unknown_code = missing.creation_status().code();
+    b->unknown_has_message = !missing.creation_status().message().empty();
     b->done = true;
     return 0;
   });

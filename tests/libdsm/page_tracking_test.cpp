@@ -376,6 +376,39 @@ TEST(PageTrackingOptions, AutoPrefersUffdAndEnvironmentForcesMprotect) {
   EXPECT_EQ(Reap(child, 30000), 0);
 }
 
+// AUTO (and 0, the default) picks a real mechanism; status reports that
+// mechanism, or NONE for an explicit-log area, and never AUTO.
+TEST(PageTrackingOptions, AutoPicksARealTrackerAndStatusNeverSaysAuto) {
+  DsmdProcess daemon({"--region-size", "16M"});
+  ASSERT_TRUE(daemon.ok());
+  daemon.ExportSocket();
+  const pid_t child = Spawn([] {
+    if (dsm_init(nullptr) != DSM_OK) return 10;
+    auto real = [](const dsm_area_status& st) {
+      return st.page_tracker == DSM_PAGE_TRACKER_UFFD ||
+             st.page_tracker == DSM_PAGE_TRACKER_MPROTECT;
+    };
+    dsm_alloc_opts opts = TrackedOpts(DSM_PAGE_TRACKER_AUTO);
+    void* p = nullptr;
+    if (dsm_alloc("pages/auto-value", 64u << 10, &opts, &p) != DSM_OK) return 11;
+    dsm_area_status st{};
+    if (dsm_status(p, &st) != DSM_OK || !real(st)) return 12;
+    opts.page_tracker = 0;
+    if (dsm_alloc("pages/auto-zero", 64u << 10, &opts, &p) != DSM_OK) return 13;
+    if (dsm_status(p, &st) != DSM_OK || !real(st)) return 14;
+    opts.tracking = DSM_TRACK_LOG_AND_PAGES;
+    opts.page_tracker = DSM_PAGE_TRACKER_AUTO;
+    if (dsm_alloc("pages/auto-both", 64u << 10, &opts, &p) != DSM_OK) return 15;
+    if (dsm_status(p, &st) != DSM_OK || !real(st)) return 16;
+    opts.tracking = DSM_TRACK_LOG;  // AUTO asks for nothing when no pages are tracked
+    if (dsm_alloc("pages/auto-log", 64u << 10, &opts, &p) != DSM_OK) return 17;
+    if (dsm_status(p, &st) != DSM_OK || st.page_tracker != DSM_PAGE_TRACKER_NONE) return 18;
+    dsm_fini();
+    return 0;
+  });
+  EXPECT_EQ(Reap(child, 30000), 0);
+}
+
 TEST(PageTrackingOptions, BadValuesAreRefusedWithAMessage) {
   DsmdProcess daemon({"--region-size", "16M"});
   ASSERT_TRUE(daemon.ok());
@@ -390,6 +423,9 @@ TEST(PageTrackingOptions, BadValuesAreRefusedWithAMessage) {
     opts.tracking = DSM_TRACK_PAGES;
     opts.page_tracker = 9;
     if (dsm_alloc("pages/bad", 4096, &opts, &p) != DSM_ERR_INVALID) return 13;
+    if (std::strstr(dsm_last_error(), "DSM_PAGE_TRACKER_AUTO") == nullptr) return 15;
+    opts.page_tracker = DSM_PAGE_TRACKER_AUTO + 1;
+    if (dsm_alloc("pages/bad", 4096, &opts, &p) != DSM_ERR_INVALID) return 16;
     // Nothing was allocated by the refused calls: the name is still free.
     opts.page_tracker = 0;
     if (dsm_alloc("pages/bad", 4096, &opts, &p) != DSM_OK) return 14;
