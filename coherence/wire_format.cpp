@@ -35,7 +35,7 @@ uint64_t FrameChecksum(const Header& header, std::span<const uint8_t> payload,
 
 bool KnownType(uint8_t type) {
   return type >= static_cast<uint8_t>(FrameType::kData) &&
-         type <= static_cast<uint8_t>(FrameType::kSubscribe);
+         type <= static_cast<uint8_t>(FrameType::kHelloReply);
 }
 
 DropReason CheckData(const Header& h, std::span<const uint8_t> payload, Frame* f) {
@@ -74,11 +74,15 @@ DropReason CheckBody(const Header& h, std::span<const uint8_t> payload, Frame* f
     case FrameType::kHeartbeat:
       ok = n == sizeof(HeartbeatBody);
       break;
-    case FrameType::kDirectory:
-      ok = n % sizeof(DirectoryEntry) == 0;
+    case FrameType::kDirectory:  // frame `seq` of a round of `frame_count`
+      ok = n % sizeof(DirectoryEntry) == 0 && h.seq < h.frame_count;
       break;
     case FrameType::kSubscribe:
       ok = n == 0;
+      break;
+    case FrameType::kHello:
+    case FrameType::kHelloReply:
+      ok = n == sizeof(HelloBody);
       break;
     case FrameType::kData:
       break;
@@ -120,6 +124,8 @@ const char* DropReasonName(DropReason r) {
       return "duplicate";
     case DropReason::kBusy:
       return "busy";
+    case DropReason::kUnconfirmed:
+      return "unconfirmed";
     case DropReason::kCount:
       break;
   }
@@ -151,7 +157,8 @@ DropReason Decode(std::span<const uint8_t> bytes, Frame* out) {
 }
 
 void Seal(uint8_t* frame, uint32_t payload_bytes, std::span<const uint8_t> tail) {
-  const auto total = static_cast<uint32_t>(payload_bytes + tail.size());
+  // At most kMaxFrameBytes - a header: always fits the 16-bit field.
+  const auto total = static_cast<uint16_t>(payload_bytes + tail.size());
   std::memcpy(frame + kPayloadBytesOffset, &total, sizeof(total));
   Header h;
   std::memcpy(&h, frame, kHeaderBytes);

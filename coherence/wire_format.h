@@ -20,7 +20,7 @@
 namespace dsm::wire {
 
 inline constexpr uint32_t kMagic = 0x464d5344;  // bytes "DSMF"
-inline constexpr uint8_t kProtocolVersion = 1;
+inline constexpr uint8_t kProtocolVersion = 2;
 inline constexpr uint16_t kAllHosts = 0xffff;  // dest_host of multicast frames
 
 enum class FrameType : uint8_t {
@@ -29,12 +29,14 @@ enum class FrameType : uint8_t {
   kHeartbeat = 3,  // liveness, every host to every host
   kDirectory = 4,  // a host's live areas (for attach by name from anywhere)
   kSubscribe = 5,  // a host starts (or stops) replicating an area
+  kHello = 6,      // "who are you?": asks a host to confirm its incarnation
+  kHelloReply = 7, // the answer, echoing the hello's nonce
 };
 
 // Header flags.
-inline constexpr uint32_t kFlagFull = 1u << 0;  // DATA: the whole area (base ignored);
+inline constexpr uint16_t kFlagFull = 1u << 0;  // DATA: the whole area (base ignored);
                                                 // ACK: the receiver holds no version yet
-inline constexpr uint32_t kFlagUnsubscribe = 1u << 1;  // SUBSCRIBE: stop replicating
+inline constexpr uint16_t kFlagUnsubscribe = 1u << 1;  // SUBSCRIBE: stop replicating
 
 struct __attribute__((packed)) Header {
   uint32_t magic;
@@ -49,8 +51,10 @@ struct __attribute__((packed)) Header {
   uint64_t base_version;     // DATA: lines changed since this version; ACK: version in progress
   uint32_t seq;              // DATA/DIRECTORY: frame index within the version/listing
   uint32_t frame_count;      // DATA/DIRECTORY: frames in the version/listing
-  uint32_t payload_bytes;    // bytes after the header
-  uint32_t flags;            // kFlag...
+  uint16_t payload_bytes;    // bytes after the header
+  uint16_t flags;            // kFlag...
+  uint32_t incarnation;      // the sender daemon's, drawn at its start: frames of an
+                             // incarnation the receiver has not confirmed are dropped
   uint32_t transfer_id;      // DATA: which transmission of `version`; framing may differ
                              // between transfers, so receivers assemble one at a time
   uint64_t checksum;         // XXH3-64 over header (this field 0) + payload
@@ -72,10 +76,16 @@ struct __attribute__((packed)) SeqRange {
 inline constexpr size_t kMaxMissingRanges = 64;
 
 struct __attribute__((packed)) HeartbeatBody {
-  uint64_t sent_ns;        // sender's monotonic clock (for RTT, not compared across hosts)
-  uint64_t incarnation;    // changes when the sender's daemon restarts
-  uint32_t directory_epoch;  // 0 (reserved: receivers ignore it)
-  uint32_t reserved;
+  uint64_t sent_ns;  // sender's monotonic clock (for RTT, not compared across hosts)
+  uint64_t region_used_bytes;  // of the sender's backing, held by areas and replicas
+  uint64_t region_bytes;       // the sender's whole backing (dsmd --region-size)
+};
+
+// HELLO and HELLO_REPLY payload. The reply comes from the host the hello was
+// addressed to and carries its incarnation in the header: a restart is believed
+// only from a reply to a nonce the receiver drew, never from one frame.
+struct __attribute__((packed)) HelloBody {
+  uint64_t nonce;
 };
 
 struct __attribute__((packed)) DirectoryEntry {
@@ -109,6 +119,7 @@ enum class DropReason : uint8_t {
   kStaleVersion,    // older than what the receiver has (daemon)
   kDuplicate,       // a frame of the transfer already received (daemon)
   kBusy,            // receiver cannot take it now; the sender will resend (daemon)
+  kUnconfirmed,     // the sender's incarnation is not (yet) confirmed by a hello (daemon)
   kCount,
 };
 const char* DropReasonName(DropReason r);

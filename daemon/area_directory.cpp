@@ -48,7 +48,8 @@ AreaDirectory::AreaDirectory(ControlSegment* segment, const Backing& backing)
     : segment_(segment),
       backing_(backing),
       address_alloc_(segment->header.slice_bytes),
-      backing_alloc_(backing.bytes) {}
+      backing_alloc_(backing.bytes),
+      retired_(kMaxAreas, false) {}
 
 DirectoryResult AreaDirectory::Alloc(const Client& client, const Request& req, uint64_t now_ns) {
   std::string why;
@@ -275,10 +276,20 @@ bool AreaDirectory::NameReplica(uint32_t index) {
 }
 
 void AreaDirectory::SetReplicaWriterAlive(uint32_t index, bool alive) {
+  if (retired_[index]) return;
   AreaControl& a = area(index);
   const auto state = static_cast<AreaState>(a.state.load());
   if (alive && state == AreaState::kSealed) a.state.store(static_cast<uint32_t>(AreaState::kLive));
   if (!alive && state == AreaState::kLive) a.state.store(static_cast<uint32_t>(AreaState::kSealed));
+}
+
+void AreaDirectory::RetireReplica(uint32_t index, bool freed) {
+  AreaControl& a = area(index);
+  if (!a.is_replica || a.state.load() == static_cast<uint32_t>(AreaState::kFree)) return;
+  if (Named(index)) by_name_.erase(a.name);
+  retired_[index] = true;
+  a.state.store(static_cast<uint32_t>(freed ? AreaState::kFreed : AreaState::kSealed));
+  ReleaseIfUnused(index);
 }
 
 bool AreaDirectory::Named(uint32_t index) const {
@@ -295,6 +306,8 @@ std::optional<uint32_t> AreaDirectory::FreeSlot() {
 
 void AreaDirectory::StartArea(uint32_t index, const AreaLayout& l, uint64_t now_ns) {
   AreaControl& a = area(index);
+  retired_[index] = false;
+  segment_->header.backing_used_bytes.store(backing_alloc_.capacity() - backing_alloc_.free_bytes());
   a.generation += 1;
   std::memset(a.name, 0, sizeof(a.name));
   std::memcpy(a.name, l.name.data(), std::min(l.name.size(), sizeof(a.name) - 1));
@@ -361,7 +374,9 @@ bool AreaDirectory::HasReaders(const AreaControl& a) const {
 
 void AreaDirectory::ReleaseIfUnused(uint32_t index) {
   AreaControl& a = area(index);
-  if (a.state.load() == static_cast<uint32_t>(AreaState::kFreed) && !HasReaders(a)) Release(index);
+  const auto state = static_cast<AreaState>(a.state.load());
+  const bool gone = state == AreaState::kFreed || (state == AreaState::kSealed && retired_[index]);
+  if (gone && !HasReaders(a)) Release(index);
 }
 
 void AreaDirectory::Unname(uint32_t index) {
@@ -377,7 +392,10 @@ void AreaDirectory::Release(uint32_t index) {
   AreaControl& a = area(index);
   ReleaseBackingMemory(backing_, a.writer_offset, a.backing_bytes);
   backing_alloc_.Release(a.writer_offset, a.backing_bytes);
-  address_alloc_.Release(a.addr - segment_->header.slice_base, a.mapped_size);
+  segment_->header.backing_used_bytes.store(backing_alloc_.capacity() - backing_alloc_.free_bytes());
+  // A replica sits at its origin's address, in another host's slice.
+  if (!a.is_replica) address_alloc_.Release(a.addr - segment_->header.slice_base, a.mapped_size);
+  retired_[index] = false;
   a.state.store(static_cast<uint32_t>(AreaState::kFree));
 }
 

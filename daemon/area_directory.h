@@ -8,6 +8,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <vector>
 
 #include <optional>
 
@@ -52,7 +53,14 @@ class AreaDirectory {
                                         uint64_t now_ns, std::string* error);
   // Makes a replica attachable by its name (unless a local area has it).
   bool NameReplica(uint32_t index);
+  // Live while the origin's host says its writer is; a retired replica stays as it is.
   void SetReplicaWriterAlive(uint32_t index, bool alive);
+  // The replica's origin area is gone for good: its host restarted (a new
+  // incarnation), or it was freed there (`freed`), or a new area took its
+  // name. It stops being attachable by name and is never live again; local
+  // readers keep its last version, and its memory goes back when the last
+  // of them lets go.
+  void RetireReplica(uint32_t index, bool freed);
   bool Named(uint32_t index) const;
 
   size_t live_areas() const { return by_name_.size(); }
@@ -102,6 +110,7 @@ class AreaDirectory {
   RangeAllocator address_alloc_;  // offsets within this host's slice
   RangeAllocator backing_alloc_;  // offsets within the backing file
   std::unordered_map<std::string, uint32_t> by_name_;
+  std::vector<bool> retired_;  // by area index: RetireReplica was called
 };
 
 }  // namespace dsm

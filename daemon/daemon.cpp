@@ -288,8 +288,10 @@ void Daemon::HandleRequest(Connection& conn) {
       case RequestType::kAttach:
         res = directory_->Attach(conn.client, req);
         if (res.status == DSM_ERR_NOT_FOUND && remote_) {
-          const std::string fetching = remote_->RequestReplica(req.name, MonotonicNs());
+          int status = DSM_ERR_NOT_FOUND;
+          const std::string fetching = remote_->RequestReplica(req.name, MonotonicNs(), &status);
           if (!fetching.empty()) res.message = fetching;
+          res.status = status;
         }
         break;
       case RequestType::kFree:

@@ -148,15 +148,22 @@ json Hosts(const Daemon& d) {
   const uint64_t now = dsm::MonotonicNs();
   const auto& h = d.seg->header;
   if (h.cluster_hosts == 0) {
-    out.push_back({{"id", h.host_id}, {"up", true}, {"self", true}, {"last_heard_ms_ago", 0}});
+    out.push_back({{"id", h.host_id}, {"up", true}, {"self", true}, {"last_heard_ms_ago", 0},
+                   {"region_used_bytes", h.backing_used_bytes.load()},
+                   {"region_bytes", h.backing_bytes}});
     return out;
   }
   for (uint32_t id = 0; id < dsm::kMaxHosts; ++id) {
     const dsm::HostInfo& info = h.hosts[id];
     if (!info.in_cluster) continue;
+    char incarnation[9];
+    std::snprintf(incarnation, sizeof(incarnation), "%08x", info.incarnation);
     out.push_back({{"id", id},
                    {"up", info.up != 0},
                    {"self", id == h.host_id},
+                   {"incarnation", incarnation},
+                   {"region_used_bytes", info.region_used_bytes},
+                   {"region_bytes", info.region_bytes},
                    {"last_heard_ms_ago",
                     info.last_heard_ns == 0 ? -1.0 : (now - info.last_heard_ns) / 1e6}});
   }
@@ -217,10 +224,17 @@ json Sync(const json& areas) {
 
 void PrintTable(const json& j, const std::string& what) {
   if (what == "hosts" || what == "all") {
-    std::printf("%-4s %-5s %-5s %s\n", "HOST", "UP", "SELF", "LAST HEARD");
+    std::printf("%-4s %-5s %-5s %-11s %-19s %s\n", "HOST", "UP", "SELF", "INCARNATION",
+                "REGION USED (MiB)", "LAST HEARD");
     for (const auto& h : j["hosts"]) {
-      std::printf("%-4d %-5s %-5s %.1f ms ago\n", h["id"].get<int>(), h["up"].get<bool>() ? "up" : "DOWN",
-                  h["self"].get<bool>() ? "yes" : "", h["last_heard_ms_ago"].get<double>());
+      char region[32];
+      std::snprintf(region, sizeof(region), "%.1f / %.1f",
+                    h["region_used_bytes"].get<double>() / 1048576.0,
+                    h["region_bytes"].get<double>() / 1048576.0);
+      std::printf("%-4d %-5s %-5s %-11s %-19s %.1f ms ago\n", h["id"].get<int>(),
+                  h["up"].get<bool>() ? "up" : "DOWN", h["self"].get<bool>() ? "yes" : "",
+                  h.value("incarnation", std::string("-")).c_str(), region,
+                  h["last_heard_ms_ago"].get<double>());
     }
   }
   if (what == "areas" || what == "all") {

@@ -1,4 +1,5 @@
-// Heartbeats and directory listings: who is up, and which areas each host has.
+// Heartbeats and directory listings: who is up, which areas each host has,
+// and which replicas here lost their origin area for good.
 #include <spdlog/spdlog.h>
 
 #include <cstring>
@@ -14,7 +15,8 @@ namespace dsm {
 void RemoteSync::SendHeartbeat(uint64_t now_ns) {
   wire::HeartbeatBody hb{};
   hb.sent_ns = now_ns;
-  hb.incarnation = incarnation_;
+  hb.region_used_bytes = segment_->header.backing_used_bytes.load();
+  hb.region_bytes = segment_->header.backing_bytes;
   const auto body = std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(&hb), sizeof(hb));
   if (cluster_.multicast) {
     SendSmall(net::Destination::Group(kClusterGroup), wire::FrameType::kHeartbeat, 0, 0, 0, 0, 0, 0,
@@ -53,36 +55,44 @@ void RemoteSync::SendDirectory(uint64_t now_ns) {
   const size_t per_frame =
       (transport_->max_payload_bytes() - sizeof(wire::Header)) / sizeof(wire::DirectoryEntry);
   const size_t frames = entries.empty() ? 1 : (entries.size() + per_frame - 1) / per_frame;
+  // One numbered round, sent at once: a receiver holding all of its frames
+  // knows every area this host has (directory_rounds.h).
+  wire::Header h = MakeHeader(wire::FrameType::kDirectory);
+  h.version = ++directory_round_;
+  h.frame_count = static_cast<uint32_t>(frames);
   for (size_t f = 0; f < frames; ++f) {
     const size_t first = f * per_frame;
     const size_t count = std::min(per_frame, entries.size() - std::min(first, entries.size()));
     const auto body = std::span<const uint8_t>(
         reinterpret_cast<const uint8_t*>(entries.data() + first), count * sizeof(wire::DirectoryEntry));
+    h.seq = static_cast<uint32_t>(f);
     if (cluster_.multicast) {
-      SendSmall(net::Destination::Group(kClusterGroup), wire::FrameType::kDirectory, 0, 0, 0, 0, 0,
-                0, body);
+      SendFrame(net::Destination::Group(kClusterGroup), h, body);
     } else {
-      for (uint16_t peer : membership_->peer_ids()) {
-        SendSmall(net::Destination::Host(peer), wire::FrameType::kDirectory, 0, 0, 0, 0, 0, 0, body);
-      }
+      for (uint16_t peer : membership_->peer_ids()) SendFrame(net::Destination::Host(peer), h, body);
     }
   }
 }
 
-void RemoteSync::OnHeartbeat(const wire::Frame& f, uint16_t host, uint64_t now_ns) {
+void RemoteSync::OnHeartbeat(const wire::Frame& f, uint16_t host) {
   wire::HeartbeatBody hb;
   std::memcpy(&hb, f.body.data(), sizeof(hb));
-  HeardFrom(host, hb.incarnation, now_ns);
+  HostInfo& info = segment_->header.hosts[host];
+  info.region_used_bytes = hb.region_used_bytes;
+  info.region_bytes = hb.region_bytes;
 }
 
 void RemoteSync::OnDirectory(const wire::Frame& f, uint16_t host, uint64_t now_ns) {
   auto& entries = remote_dir_[host];
   const size_t n = f.body.size() / sizeof(wire::DirectoryEntry);
+  std::vector<DirectoryRounds::AreaId> listed;
   for (size_t i = 0; i < n; ++i) {
     wire::DirectoryEntry d;
     std::memcpy(&d, f.body.data() + i * sizeof(d), sizeof(d));
     d.name[kMaxNameBytes - 1] = '\0';
     entries[d.name] = {d, now_ns};
+    listed.push_back({uint32_t{d.area_index}, uint32_t{d.area_generation}});
+    if (d.state == static_cast<uint32_t>(AreaState::kLive)) RetireReplicasNamedLike(d, host);
     // A replica that holds the writer's latest version is as fresh as the writer says.
     if (Replica* r = FindReplica(host, d.area_index, d.area_generation)) {
       // A forged frame claiming a version far beyond what the writer's host
@@ -97,6 +107,42 @@ void RemoteSync::OnDirectory(const wire::Frame& f, uint16_t host, uint64_t now_n
     }
   }
   std::erase_if(entries, [&](const auto& kv) { return now_ns - kv.second.heard_ns > kDirectoryForgetNs; });
+  if (auto whole = listings_.OnFrame(host, f.header.version, f.header.seq, f.header.frame_count, listed)) {
+    OnWholeListing(host, *whole);
+  }
+}
+
+void RemoteSync::OnWholeListing(uint16_t host, const std::set<DirectoryRounds::AreaId>& areas) {
+  // Entries of areas the host no longer has go too: attach must not find them.
+  std::erase_if(remote_dir_[host], [&](const auto& kv) {
+    const wire::DirectoryEntry& e = kv.second.entry;
+    return areas.count({uint32_t{e.area_index}, uint32_t{e.area_generation}}) == 0;
+  });
+  for (size_t i = replicas_.size(); i-- > 0;) {
+    const Replica& r = *replicas_[i];
+    if (r.origin_host != host || areas.count({r.origin_index, r.origin_generation}) != 0) continue;
+    // Freed by its writer, unless the writer had died first (it was listed
+    // sealed): then its name went to a new area.
+    const bool freed =
+        segment_->areas[r.local_index].state.load() == static_cast<uint32_t>(AreaState::kLive);
+    RetireReplica(i, freed, freed ? "it was freed" : "its name went to a new area");
+  }
+}
+
+void RemoteSync::RetireReplicasNamedLike(const wire::DirectoryEntry& entry, uint16_t host) {
+  for (size_t i = replicas_.size(); i-- > 0;) {
+    const Replica& r = *replicas_[i];
+    if (r.name != entry.name) continue;
+    if (r.origin_host == host && r.origin_index == entry.area_index &&
+        r.origin_generation == entry.area_generation) {
+      continue;  // the same area
+    }
+    // Two live areas of one name on two hosts: the one replicated here stays.
+    if (segment_->areas[r.local_index].state.load() == static_cast<uint32_t>(AreaState::kLive)) {
+      continue;
+    }
+    RetireReplica(i, false, "a new area took its name");
+  }
 }
 
 }  // namespace dsm

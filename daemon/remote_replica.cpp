@@ -3,6 +3,7 @@
 
 #include "daemon/remote_sync.h"
 #include "daemon/tunables.h"
+#include "dsm/dsm.h"
 
 namespace dsm {
 
@@ -40,7 +41,15 @@ void RemoteSync::DropFreedReplicas() {
   }
 }
 
-std::string RemoteSync::RequestReplica(const std::string& name, uint64_t now_ns) {
+void RemoteSync::RetireReplica(size_t i, bool freed, const char* why) {
+  const Replica& r = *replicas_[i];
+  spdlog::info("replica '{}' of host {} retired: {}", r.name, r.origin_host, why);
+  directory_->RetireReplica(r.local_index, freed);
+  replicas_.erase(replicas_.begin() + static_cast<std::ptrdiff_t>(i));
+}
+
+std::string RemoteSync::RequestReplica(const std::string& name, uint64_t now_ns, int* status) {
+  *status = DSM_ERR_NOT_FOUND;
   for (auto& [host, entries] : remote_dir_) {
     auto it = entries.find(name);
     if (it == entries.end() || !membership_->up(host)) continue;
@@ -49,7 +58,10 @@ std::string RemoteSync::RequestReplica(const std::string& name, uint64_t now_ns)
     if (!r) {
       std::string why;
       const auto index = directory_->CreateReplica(d, host, now_ns, &why);
-      if (!index) return "cannot replicate '" + name + "' here: " + why;
+      if (!index) {
+        *status = DSM_ERR_NO_SPACE;
+        return "cannot replicate '" + name + "' of host " + std::to_string(host) + " here: " + why;
+      }
       auto fresh = std::make_unique<Replica>();
       fresh->local_index = *index;
       fresh->local_generation = segment_->areas[*index].generation;

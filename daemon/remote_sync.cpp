@@ -1,6 +1,7 @@
 #include "daemon/remote_sync.h"
 
 #include <spdlog/spdlog.h>
+#include <sys/random.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -11,6 +12,27 @@
 
 namespace dsm {
 
+namespace {
+
+// Random bits from the kernel; the clock and pid if it has none to give.
+uint64_t RandomBits() {
+  uint64_t v = 0;
+  if (getrandom(&v, sizeof(v), GRND_NONBLOCK) != static_cast<ssize_t>(sizeof(v))) {
+    v = (MonotonicNs() << 16) ^ static_cast<uint64_t>(getpid());
+  }
+  return v;
+}
+
+uint32_t DrawIncarnation() {
+  uint32_t v;
+  do {
+    v = static_cast<uint32_t>(RandomBits() >> 17);
+  } while (v == 0);
+  return v;
+}
+
+}  // namespace
+
 RemoteSync::RemoteSync(const DaemonConfig& config, const ClusterConfig& cluster,
                        ControlSegment* segment, AreaDirectory* directory, uint8_t* backing_base)
     : config_(config),
@@ -19,8 +41,9 @@ RemoteSync::RemoteSync(const DaemonConfig& config, const ClusterConfig& cluster,
       directory_(directory),
       backing_(backing_base),
       stats_(segment->header.remote),
-      // Differs at every start, so peers notice a restart.
-      incarnation_((MonotonicNs() << 16) ^ static_cast<uint64_t>(getpid())),
+      // Differs at every start (but for a 1 in 2^32 chance), so peers tell
+      // a restarted daemon's frames from its predecessor's.
+      incarnation_(DrawIncarnation()),
       params_(config.sync) {}
 
 RemoteSync::~RemoteSync() = default;
@@ -59,7 +82,7 @@ bool RemoteSync::Start(std::unique_ptr<net::Transport> transport, std::string* e
                  config_.faults.corrupt, config_.faults.seed);
     transport_ = net::WithFaults(std::move(transport_), config_.faults);
   }
-  membership_ = std::make_unique<Membership>(peers, kHostDownAfterNs);
+  membership_ = std::make_unique<Membership>(peers, kHostDownAfterNs, kHelloRetryNs, RandomBits());
   segment_->header.cluster_hosts = static_cast<uint32_t>(cluster_.hosts.size());
   spdlog::info("remote sync on {} (mtu {}, {} peer(s), {})",
                self->links.empty() ? self->device : std::to_string(self->links.size()) + " links",
@@ -102,9 +125,13 @@ void RemoteSync::PublishState() {
     if (c.id == config_.host_id) {
       info.up = 1;
       info.last_heard_ns = MonotonicNs();
+      info.incarnation = incarnation_;
+      info.region_used_bytes = h.backing_used_bytes.load();
+      info.region_bytes = h.backing_bytes;
     } else {
       info.up = membership_->up(c.id);
       info.last_heard_ns = membership_->last_heard_ns(c.id);
+      info.incarnation = membership_->incarnation(c.id);
     }
   }
 }
@@ -116,23 +143,28 @@ wire::Header RemoteSync::MakeHeader(wire::FrameType type) const {
   h.type = static_cast<uint8_t>(type);
   h.source_host = static_cast<uint16_t>(config_.host_id);
   h.dest_host = wire::kAllHosts;
+  h.incarnation = incarnation_;
   return h;
 }
 
 void RemoteSync::SendSmall(net::Destination dest, wire::FrameType type, uint32_t area_index,
                            uint32_t area_generation, uint64_t version, uint64_t base,
-                           uint32_t flags, uint32_t transfer_id, std::span<const uint8_t> body) {
-  if (sizeof(wire::Header) + body.size() > transport_->max_payload_bytes()) return;
-  uint8_t* buf = transport_->Reserve(dest);
-  if (!buf) return;
+                           uint16_t flags, uint32_t transfer_id, std::span<const uint8_t> body) {
   wire::Header h = MakeHeader(type);
-  h.dest_host = dest.multicast ? wire::kAllHosts : dest.host;
   h.area_index = area_index;
   h.area_generation = area_generation;
   h.version = version;
   h.base_version = base;
   h.flags = flags;
   h.transfer_id = transfer_id;
+  SendFrame(dest, h, body);
+}
+
+void RemoteSync::SendFrame(net::Destination dest, wire::Header h, std::span<const uint8_t> body) {
+  if (sizeof(wire::Header) + body.size() > transport_->max_payload_bytes()) return;
+  uint8_t* buf = transport_->Reserve(dest);
+  if (!buf) return;
+  h.dest_host = dest.multicast ? wire::kAllHosts : dest.host;
   std::memcpy(buf, &h, sizeof(h));
   if (!body.empty()) std::memcpy(buf + sizeof(h), body.data(), body.size());
   wire::Seal(buf, static_cast<uint32_t>(body.size()));
@@ -213,27 +245,31 @@ void RemoteSync::Receive(std::span<const uint8_t> bytes, uint16_t source_host, u
     Drop(wire::DropReason::kUnknownHost);
     return;
   }
-  switch (static_cast<wire::FrameType>(f.header.type)) {
+  // Hellos are how incarnations get confirmed, so they need none.
+  const auto type = static_cast<wire::FrameType>(f.header.type);
+  if (type == wire::FrameType::kHello) return OnHello(f, source_host);
+  if (type == wire::FrameType::kHelloReply) return OnHelloReply(f, source_host, now_ns);
+  if (!Admit(f, source_host, now_ns)) return;
+  switch (type) {
     case wire::FrameType::kHeartbeat:
-      OnHeartbeat(f, source_host, now_ns);
+      OnHeartbeat(f, source_host);
       break;
     case wire::FrameType::kDirectory:
-      HeardFrom(source_host, 0, now_ns);
       OnDirectory(f, source_host, now_ns);
       break;
     case wire::FrameType::kSubscribe:
-      HeardFrom(source_host, 0, now_ns);
       OnSubscribe(f, source_host, now_ns);
       break;
     case wire::FrameType::kAck:
       last_activity_ns_ = now_ns;
-      HeardFrom(source_host, 0, now_ns);
       OnAck(f, source_host, now_ns);
       break;
     case wire::FrameType::kData:
       last_activity_ns_ = now_ns;
-      HeardFrom(source_host, 0, now_ns);
       OnData(f, source_host, now_ns);
+      break;
+    case wire::FrameType::kHello:
+    case wire::FrameType::kHelloReply:
       break;
   }
 }

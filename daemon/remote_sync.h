@@ -7,8 +7,9 @@
 // in coherence/ decides, ShmExportHost in export_host.h reaches shared memory
 // and the transport for it), remote_replica.cpp (other hosts' areas -> here:
 // AreaImport decides, ShmImportHost in import_host.h reaches shared memory),
-// remote_membership.cpp (hosts heard from, up, down, restarted),
-// remote_directory.cpp (heartbeat and directory frames).
+// remote_membership.cpp (hosts confirmed by hello, up, down, restarted),
+// remote_directory.cpp (heartbeat and directory frames, replicas retired when
+// their origin is gone).
 #ifndef DSM_DAEMON_REMOTE_SYNC_H_
 #define DSM_DAEMON_REMOTE_SYNC_H_
 
@@ -17,11 +18,13 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "coherence/area_export.h"
 #include "coherence/area_import.h"
+#include "coherence/directory_rounds.h"
 #include "coherence/membership.h"
 #include "coherence/wire_format.h"
 #include "daemon/area_directory.h"
@@ -59,8 +62,10 @@ class RemoteSync {
 
   // Control plane: a local client asks for `name`, which is not a local area.
   // Starts replicating it if another host has it. Returns a message for the
-  // client while the replica is not ready ("" if no host has that name).
-  std::string RequestReplica(const std::string& name, uint64_t now_ns);
+  // client while the replica is not ready ("" if no host has that name);
+  // `status` stays DSM_ERR_NOT_FOUND (the client asks again), or says why
+  // the replica cannot be made here at all (DSM_ERR_NO_SPACE: fail at once).
+  std::string RequestReplica(const std::string& name, uint64_t now_ns, int* status);
 
   // dsmd stops: lets go of the buffers it ships from, so writers keep publishing.
   void ReleasePins();
@@ -107,8 +112,10 @@ class RemoteSync {
   void PublishTransportCounters();
   uint8_t* Reserve(net::Destination dest);
   void SendSmall(net::Destination dest, wire::FrameType type, uint32_t area_index,
-                 uint32_t area_generation, uint64_t version, uint64_t base, uint32_t flags,
+                 uint32_t area_generation, uint64_t version, uint64_t base, uint16_t flags,
                  uint32_t transfer_id, std::span<const uint8_t> body);
+  // Sends `h` (from MakeHeader, fields filled in) with `body` to `dest`.
+  void SendFrame(net::Destination dest, wire::Header h, std::span<const uint8_t> body);
   wire::Header MakeHeader(wire::FrameType type) const;
 
   // remote_export.cpp
@@ -125,22 +132,34 @@ class RemoteSync {
   // Forgets replicas whose local slot was freed (the replica was sealed and
   // its name reused, or dsmd dropped it), and tells their origins.
   void DropFreedReplicas();
+  // The origin area of replicas_[i] is gone for good (see
+  // AreaDirectory::RetireReplica): no frame reaches it any more.
+  void RetireReplica(size_t i, bool freed, const char* why);
 
   // remote_membership.cpp
-  // Something arrived from `host` (a heartbeat gives its incarnation, other
-  // frames 0): tells membership, and acts on the host coming up or restarting.
-  void HeardFrom(uint16_t host, uint64_t incarnation, uint64_t now_ns);
+  // Whether a frame from `host` comes from the incarnation believed; if not,
+  // asks the host with a HELLO and the frame is dropped.
+  bool Admit(const wire::Frame& f, uint16_t host, uint64_t now_ns);
+  void OnHello(const wire::Frame& f, uint16_t host);
+  void OnHelloReply(const wire::Frame& f, uint16_t host, uint64_t now_ns);
+  void OnMembershipEvent(uint16_t host, Membership::Event e);
   void OnHostUp(uint16_t host);
   void OnHostDown(uint16_t host);
+  // A new incarnation of `host`: its subscriptions and its areas are gone.
   void OnHostRestarted(uint16_t host);
-  // A restarted host's subscriptions went with its old incarnation.
-  void ForgetHostSubscriptions(uint16_t host);
 
   // remote_directory.cpp
   void SendHeartbeat(uint64_t now_ns);
   void SendDirectory(uint64_t now_ns);
-  void OnHeartbeat(const wire::Frame& f, uint16_t host, uint64_t now_ns);
+  // A heartbeat: the host is alive (admitting it said so) and uses this much region.
+  void OnHeartbeat(const wire::Frame& f, uint16_t host);
   void OnDirectory(const wire::Frame& f, uint16_t host, uint64_t now_ns);
+  // `host` listed exactly `areas` in a whole round: its replicas here whose
+  // origin is not among them were freed there.
+  void OnWholeListing(uint16_t host, const std::set<DirectoryRounds::AreaId>& areas);
+  // `entry` of `host` is a live area: a replica here that holds its name
+  // for an area whose writer is gone gives the name up.
+  void RetireReplicasNamedLike(const wire::DirectoryEntry& entry, uint16_t host);
 
   DaemonConfig config_;
   ClusterConfig cluster_;
@@ -148,7 +167,7 @@ class RemoteSync {
   AreaDirectory* directory_;
   uint8_t* backing_;
   RemoteCounters& stats_;  // in the control segment, for dsmctl
-  uint64_t incarnation_;
+  uint32_t incarnation_;  // drawn at start, never 0
   SyncParams params_;
   ExportCounters export_counters_;  // of every export, copied into stats_ each turn
   ImportCounters import_counters_;  // of every replica, likewise
@@ -157,6 +176,8 @@ class RemoteSync {
   std::map<uint32_t, ExportedArea> exports_;  // by local area index
   std::vector<std::unique_ptr<Replica>> replicas_;
   std::map<uint16_t, std::map<std::string, RemoteEntry>> remote_dir_;  // by host, then name
+  DirectoryRounds listings_;  // other hosts' directory rounds
+  uint64_t directory_round_ = 0;  // of this host's listing
   uint64_t next_heartbeat_ns_ = 0;
   uint64_t last_poll_ns_ = 0;
   bool expire_due_ = false;  // a heartbeat interval passed: judge silent hosts

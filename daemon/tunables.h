@@ -13,6 +13,9 @@ namespace dsm {
 inline constexpr uint64_t kHeartbeatIntervalNs = 100'000'000;
 // ... and is marked down after this much silence.
 inline constexpr uint64_t kHostDownAfterNs = 500'000'000;
+// A HELLO (asking a host to confirm a new incarnation) unanswered this long
+// is sent again, while that host's frames keep arriving.
+inline constexpr uint64_t kHelloRetryNs = 20'000'000;
 // Directory listings (with each area's latest version) go out this often, so a
 // replica's staleness is refreshed well within the default 100 ms bound.
 inline constexpr uint64_t kDirectoryIntervalNs = 40'000'000;

@@ -710,15 +710,34 @@ cmd_start() {
   PREFIX=$(prefix_for "$DIR")
   ns_exists "$(host_ns "$h")" || die "start: host $h is not up (no namespace for $DIR)"
   [[ $(state_get device) != tap ]] || die "start: restarting a tap host is not supported"
-  local pid
+  local pid i
   pid=$(pid_from_file "$(pid_path "$h")" || true)
   if [[ -n $pid ]] && kill -0 "$pid" 2>/dev/null; then
-    note "dsmd on host $h already runs (pid $pid)"
-    return 0
+    if daemon_answers "$h"; then
+      note "dsmd on host $h already runs (pid $pid)"
+      return 0
+    fi
+    # Not answering: a daemon still exiting (just killed: tearing down its
+    # memory takes a moment) or hung. Wait for it to go, bounded.
+    for ((i = 0; i < START_TIMEOUT_S * 10; i++)); do
+      kill -0 "$pid" 2>/dev/null || break
+      sleep 0.1
+    done
+    kill -0 "$pid" 2>/dev/null \
+      && die "start: dsmd on host $h (pid $pid) runs but does not answer on $(sock_path "$h"); stop it first"
   fi
   rm -f "$(pid_path "$h")"
   start_daemon "$h" || exit 1
+  daemon_answers "$h" || die "start: dsmd on host $h started but does not answer on $(sock_path "$h")"
   note "dsmd on host $h started (pid $(pid_from_file "$(pid_path "$h")"))"
+}
+
+# Whether host H's dsmd answers on its socket (dsmctl next to the dsmd binary).
+daemon_answers() {
+  local h=$1 ctl
+  ctl=$(dirname "$DSMD_BIN")/dsmctl
+  [[ -x $ctl ]] || return 0  # nothing to ask with: trust the pid
+  timeout 5 ip netns exec "$(host_ns "$h")" "$ctl" --socket "$(sock_path "$h")" hosts >/dev/null 2>&1
 }
 
 # ---------------------------------------------------------------------------

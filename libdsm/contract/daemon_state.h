@@ -52,6 +52,10 @@ struct HostInfo {
   uint32_t in_cluster;  // listed in the cluster file
   uint32_t up;
   uint64_t last_heard_ns;  // CLOCK_MONOTONIC of this host
+  uint32_t incarnation;    // of its dsmd, as believed here (0: not heard yet)
+  uint32_t reserved;
+  uint64_t region_used_bytes;  // its backing in use, from its last heartbeat
+  uint64_t region_bytes;
 };
 
 }  // namespace dsm

@@ -16,7 +16,7 @@
 namespace dsm {
 
 inline constexpr uint64_t kControlMagic = 0x4d53442d4c54434eULL;  // "NCTL-DSM"
-inline constexpr uint32_t kLayoutVersion = 10;
+inline constexpr uint32_t kLayoutVersion = 11;
 inline constexpr uint32_t kNoBuffer = 0xff;
 // A reader's pin word: the buffer it maps (low byte) and the one it is moving to
 // (second byte); kNoBuffer in a byte pins nothing.
@@ -135,6 +135,8 @@ struct alignas(64) ControlHeader {
   uint64_t default_staleness_bound_ns;
   uint32_t cluster_hosts;  // 0: this host runs alone
   uint32_t reserved;
+  // Of backing_bytes, what areas and replicas hold now (dsmd updates it).
+  std::atomic<uint64_t> backing_used_bytes;
   HostInfo hosts[kMaxHosts];
   RemoteCounters remote;
   // The doorbell (an eventfd dsmd passes at hello): dsmd sets this to 1 before

@@ -164,11 +164,13 @@ TEST(WireLayoutTest, FieldOffsetsAndSizesAreTheDocumentedOnes) {
   EXPECT_EQ(offsetof(Header, seq), 36u);
   EXPECT_EQ(offsetof(Header, frame_count), 40u);
   EXPECT_EQ(offsetof(Header, payload_bytes), 44u);
-  EXPECT_EQ(offsetof(Header, flags), 48u);
+  EXPECT_EQ(offsetof(Header, flags), 46u);
+  EXPECT_EQ(offsetof(Header, incarnation), 48u);
   EXPECT_EQ(offsetof(Header, transfer_id), 52u);
   EXPECT_EQ(offsetof(Header, checksum), 56u);
   EXPECT_EQ(sizeof(wire::Run), 8u);
   EXPECT_EQ(sizeof(SeqRange), 8u);
+  EXPECT_EQ(sizeof(HelloBody), 8u);
   EXPECT_EQ(DataFrameWriter::kMinFrameBytes, 136u);
 }
 
@@ -186,16 +188,17 @@ TEST(WireLayoutTest, FieldsAreLittleEndianOnTheWire) {
   EXPECT_EQ((Bytes{f[12], f[13], f[14], f[15]}), (Bytes{0x0d, 0x0c, 0x0b, 0x0a}));
   EXPECT_EQ((Bytes(f.begin() + 20, f.begin() + 28)),
             (Bytes{0x88, 0x77, 0x66, 0x55, 0x44, 0x33, 0x22, 0x11}));
-  EXPECT_EQ((Bytes{f[44], f[45], f[46], f[47]}), (Bytes{24, 0, 0, 0}));  // payload_bytes
+  static_assert(sizeof(HeartbeatBody) == 24);
+  EXPECT_EQ((Bytes{f[44], f[45]}), (Bytes{24, 0}));  // payload_bytes
 }
 
 TEST(WireLayoutTest, SealIsXxh3OverTheHeaderWithAZeroChecksumThenThePayload) {
   Bytes f = ValidData();
   Poke<uint64_t>(f, offsetof(Header, checksum),
                  0xdeadbeefdeadbeefu);  // Seal ignores what was there
-  Poke<uint32_t>(f, offsetof(Header, payload_bytes), 12345);
+  Poke<uint16_t>(f, offsetof(Header, payload_bytes), 12345);
   Reseal(f);
-  EXPECT_EQ(Peek<uint32_t>(f, offsetof(Header, payload_bytes)), f.size() - sizeof(Header));
+  EXPECT_EQ(Peek<uint16_t>(f, offsetof(Header, payload_bytes)), f.size() - sizeof(Header));
   Bytes zeroed = f;
   Poke<uint64_t>(zeroed, offsetof(Header, checksum), 0);
   EXPECT_EQ(Peek<uint64_t>(f, offsetof(Header, checksum)),
@@ -264,11 +267,13 @@ TEST(DecodeTest, AcceptsEveryOtherTypeWithAWellFormedBody) {
       {FrameType::kDirectory, 0},
       {FrameType::kDirectory, 3 * sizeof(DirectoryEntry)},
       {FrameType::kSubscribe, 0},
+      {FrameType::kHello, sizeof(HelloBody)},
+      {FrameType::kHelloReply, sizeof(HelloBody)},
   };
   for (const Case& c : cases) {
     Header h = BaseHeader(c.type);
     if (c.type == FrameType::kSubscribe) h.flags = kFlagUnsubscribe;
-    if (c.type == FrameType::kDirectory) h.frame_count = 0;  // not checked outside DATA
+    if (c.type != FrameType::kDirectory) h.frame_count = 0;  // checked for DATA and DIRECTORY only
     Bytes payload(c.payload);
     for (size_t i = 0; i < payload.size(); ++i) payload[i] = static_cast<uint8_t>(i);
     const Bytes f = MakeFrame(h, payload);
@@ -324,7 +329,7 @@ TEST(DecodeDropTest, ShorterThanPayloadBytesSaysIsTruncated) {
               DropReason::kTruncated)
         << cut;
   }
-  Poke<uint32_t>(f, offsetof(Header, payload_bytes), UINT32_MAX);
+  Poke<uint16_t>(f, offsetof(Header, payload_bytes), UINT16_MAX);
   EXPECT_EQ(DecodeBytes(f), DropReason::kTruncated);
 }
 
@@ -335,7 +340,7 @@ TEST(DecodeDropTest, LongerThanPayloadBytesSaysIsOversized) {
   f.resize(f.size() + 1000);
   EXPECT_EQ(DecodeBytes(f), DropReason::kOversized);
   Bytes empty_claim = ValidData();
-  Poke<uint32_t>(empty_claim, offsetof(Header, payload_bytes), 0);
+  Poke<uint16_t>(empty_claim, offsetof(Header, payload_bytes), 0);
   EXPECT_EQ(DecodeBytes(empty_claim), DropReason::kOversized);
 }
 
@@ -355,13 +360,13 @@ TEST(DecodeDropTest, MagicAndVersionAreJudgedBeforeTheLength) {
   f.push_back(0);
   EXPECT_EQ(DecodeBytes(f), DropReason::kBadMagic);
   Bytes g = ValidData();
-  Poke<uint8_t>(g, offsetof(Header, protocol_version), 2);
+  Poke<uint8_t>(g, offsetof(Header, protocol_version), kProtocolVersion + 1);
   g.pop_back();
   EXPECT_EQ(DecodeBytes(g), DropReason::kBadVersion);
 }
 
 TEST(DecodeDropTest, BadProtocolVersion) {
-  for (uint8_t version : {uint8_t{0}, uint8_t{2}, uint8_t{255}}) {
+  for (uint8_t version : {uint8_t{0}, uint8_t{1}, uint8_t{kProtocolVersion + 1}, uint8_t{255}}) {
     Bytes f = ValidData();
     Poke(f, offsetof(Header, protocol_version), version);
     Reseal(f);
@@ -370,7 +375,7 @@ TEST(DecodeDropTest, BadProtocolVersion) {
 }
 
 TEST(DecodeDropTest, UnknownType) {
-  for (uint8_t type : {uint8_t{0}, uint8_t{6}, uint8_t{0x81}, uint8_t{255}}) {
+  for (uint8_t type : {uint8_t{0}, uint8_t{8}, uint8_t{0x81}, uint8_t{255}}) {
     Bytes f = MakeFrame(BaseHeader(FrameType::kSubscribe), {});
     Poke(f, offsetof(Header, type), type);
     Reseal(f);
@@ -462,6 +467,8 @@ TEST(DecodeDropTest, BodyLayoutErrorsWithAValidChecksum) {
     FrameType type;
     size_t payload;
     uint16_t run_count = 0;
+    uint32_t seq = 0;
+    uint32_t frame_count = 1;
   };
   const Case cases[] = {
       {"ack, partial range", FrameType::kAck, 7},
@@ -474,12 +481,18 @@ TEST(DecodeDropTest, BodyLayoutErrorsWithAValidChecksum) {
       {"directory, partial entry", FrameType::kDirectory, sizeof(DirectoryEntry) - 1},
       {"directory, entry and a byte", FrameType::kDirectory, sizeof(DirectoryEntry) + 1},
       {"directory with runs", FrameType::kDirectory, sizeof(DirectoryEntry), 2},
+      {"directory, seq past its round", FrameType::kDirectory, 0, 0, 1, 1},
+      {"directory, round of no frames", FrameType::kDirectory, 0, 0, 0, 0},
+      {"hello, empty", FrameType::kHello, 0},
+      {"hello reply, long", FrameType::kHelloReply, sizeof(HelloBody) + 1},
       {"subscribe with a body", FrameType::kSubscribe, 1},
       {"subscribe with runs", FrameType::kSubscribe, 0, 3},
   };
   for (const Case& c : cases) {
     Header h = BaseHeader(c.type);
     h.run_count = c.run_count;
+    h.seq = c.seq;
+    h.frame_count = c.frame_count;
     EXPECT_EQ(DecodeBytes(MakeFrame(h, Bytes(c.payload))), DropReason::kBadLayout) << c.what;
   }
 }
@@ -540,7 +553,7 @@ TEST(DecodeDropTest, NeverReadsPastTheEndOfTheSpan) {
   EXPECT_EQ(Decode(guard.Place(frames[0]), &out), DropReason::kNone);
   // A frame claiming a bigger payload than it has, at the guard page.
   Bytes claims_more = ValidData();
-  Poke<uint32_t>(claims_more, offsetof(Header, payload_bytes), 1 << 20);
+  Poke<uint16_t>(claims_more, offsetof(Header, payload_bytes), 60000);
   EXPECT_EQ(Decode(guard.Place(claims_more), &out), DropReason::kTruncated);
 }
 

@@ -11,6 +11,20 @@
 
 namespace dsm {
 
+ClusterConfig MemoryCluster(uint16_t hosts, bool multicast) {
+  ClusterConfig c;
+  c.multicast = multicast;
+  for (uint16_t id = 1; id <= hosts; ++id) {
+    ClusterHost h;
+    h.id = id;
+    h.mac = {0x02, 0, 0, 0, 0, static_cast<uint8_t>(id)};
+    h.ipv4 = (10u << 24) | id;
+    h.device = "memory";
+    c.hosts.push_back(h);
+  }
+  return c;
+}
+
 std::unique_ptr<InProcessHost> InProcessHost::Start(const DaemonConfig& config,
                                                     const ClusterConfig& cluster,
                                                     net::MemoryWire* wire, std::string* error) {

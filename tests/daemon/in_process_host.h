@@ -19,6 +19,9 @@
 
 namespace dsm {
 
+// A cluster file for hosts 1..`hosts` on a MemoryWire.
+ClusterConfig MemoryCluster(uint16_t hosts, bool multicast);
+
 class InProcessHost {
  public:
   // Host `config.host_id` of `cluster`, with `config.region_bytes` of memfd

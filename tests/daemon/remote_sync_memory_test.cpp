@@ -77,20 +77,6 @@ std::string Describe(const Scenario& s) {
   return os.str();
 }
 
-ClusterConfig ThreeHosts(bool multicast) {
-  ClusterConfig c;
-  c.multicast = multicast;
-  for (uint16_t id : {1, 2, 3}) {
-    ClusterHost h;
-    h.id = id;
-    h.mac = {0x02, 0, 0, 0, 0, static_cast<uint8_t>(id)};
-    h.ipv4 = (10u << 24) | id;
-    h.device = "memory";
-    c.hosts.push_back(h);
-  }
-  return c;
-}
-
 uint64_t Mix(uint64_t x) {  // splitmix64
   x += 0x9e3779b97f4a7c15ULL;
   x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
@@ -174,7 +160,7 @@ void LineBytes(uint64_t seed, uint64_t write, size_t line, uint8_t* out) {
 
 void ClusterRun::StartHosts() {
   wire_ = std::make_unique<net::MemoryWire>(s_.wire);
-  const ClusterConfig cluster = ThreeHosts(s_.multicast);
+  const ClusterConfig cluster = MemoryCluster(3, s_.multicast);
   for (uint16_t id : {1, 2, 3}) {
     DaemonConfig config;
     config.host_id = id;
@@ -273,7 +259,9 @@ void ClusterRun::ReaderTurn(Reader& r, uint64_t now_ns) {
     const DirectoryResult res = r.host->directory().Attach({kReaderClient, getpid()}, req);
     if (res.status == DSM_ERR_NOT_FOUND) {
       // What the control server does for a client's attach of a name it lacks.
-      r.host->remote().RequestReplica(kName, now_ns);
+      int status = 0;
+      r.host->remote().RequestReplica(kName, now_ns, &status);
+      ASSERT_EQ(status, DSM_ERR_NOT_FOUND);
       return;
     }
     ASSERT_EQ(res.status, 0) << res.message;

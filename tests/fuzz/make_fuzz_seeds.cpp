@@ -121,6 +121,9 @@ int main(int argc, char** argv) {
   directory.seq = 1;
   ok &= WriteFile(dir, "directory.bin", Sealed(directory, entries));
 
+  Bytes nonce(sizeof(HelloBody), 0x5a);
+  ok &= WriteFile(dir, "hello.bin", Sealed(BaseHeader(FrameType::kHello), nonce));
+  ok &= WriteFile(dir, "hello_reply.bin", Sealed(BaseHeader(FrameType::kHelloReply), nonce));
   ok &= WriteFile(dir, "subscribe.bin", Sealed(BaseHeader(FrameType::kSubscribe), {}));
   Header unsubscribe = BaseHeader(FrameType::kSubscribe);
   unsubscribe.flags = kFlagUnsubscribe;

@@ -1,8 +1,9 @@
 // Bad input on the wire (docs/wire-format.md,
 // "Validation and drop reasons"): frames that are truncated, oversized, carry a
 // bad checksum, a wrong magic or protocol version, come from an unknown source
-// host, name an unknown area, carry lines outside the area or a version from
-// the past are each dropped and counted under their reason, never applied, and
+// host, claim an incarnation the sender's daemon does not have (host 2 asks
+// host 1 with a hello and keeps believing the real one), name an unknown area,
+// carry lines outside the area or a version from the past are each dropped and counted under their reason, never applied, and
 // the daemon keeps serving.
 //
 // Three hosts of the virtual cluster: a writer on host 1 publishes a version of
@@ -242,7 +243,15 @@ TEST(BadFrames, EachIsDroppedAndCountedAndTheDaemonKeepsServing) {
               generation, kAreaLines);
   std::fflush(stdout);  // before the tool's own output
 
-  const std::string area = " --area-index " + std::to_string(index) + " --area-generation " +
+  // Frames "from host 1" carry its daemon's incarnation, as host 2 believes it:
+  // with any other they would be refused before anything else is checked.
+  std::string incarnation;
+  for (const json& h : cluster.Dsmctl(2)["hosts"]) {
+    if (h["id"].get<int>() == 1) incarnation = h["incarnation"].get<std::string>();
+  }
+  ASSERT_FALSE(incarnation.empty() || incarnation == "00000000") << "host 2 never heard host 1";
+  const std::string area = " --incarnation " + incarnation + " --area-index " +
+                           std::to_string(index) + " --area-generation " +
                            std::to_string(generation);
   const std::string future = " --full --version " + std::to_string(kFutureVersion);
   const std::vector<Case> cases = {
@@ -259,11 +268,17 @@ TEST(BadFrames, EachIsDroppedAndCountedAndTheDaemonKeepsServing) {
       {"source_host in the header is not the sender", 1,
        "--source-host 3 --case data" + area + future, "dropped.unknown_host"},
       {"unknown area (index 999)", 1,
-       "--case data --area-index 999 --area-generation 1" + future, "dropped.unknown_area"},
-      {"unknown area (right index, next generation)", 1,
-       "--case data --area-index " + std::to_string(index) + " --area-generation " +
-           std::to_string(generation + 1) + future,
+       "--case data --incarnation " + incarnation + " --area-index 999 --area-generation 1" +
+           future,
        "dropped.unknown_area"},
+      {"unknown area (right index, next generation)", 1,
+       "--case data --incarnation " + incarnation + " --area-index " + std::to_string(index) +
+           " --area-generation " + std::to_string(generation + 1) + future,
+       "dropped.unknown_area"},
+      {"an incarnation host 1 never had (answered by a hello, refused)", 1,
+       "--case data --incarnation 1234abcd --area-index " + std::to_string(index) +
+           " --area-generation " + std::to_string(generation) + future,
+       "dropped.unconfirmed"},
       {"run starting past the area's last line", 1,
        "--case data" + area + future + " --first-line " + std::to_string(kAreaLines),
        "dropped.out_of_range"},

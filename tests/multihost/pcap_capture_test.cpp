@@ -71,7 +71,7 @@ constexpr uint32_t kPeerIp = (198u << 24) | (18u << 16) | 2;  // 198.18.0.2
 constexpr uint16_t kPort = 7400;
 constexpr uint32_t kMtu = 1500;
 constexpr size_t kMaxFrameBytes = kMtu - 28;  // IPv4 + UDP headers
-constexpr uint64_t kPeerIncarnation = 0x5eed0002;
+constexpr uint32_t kPeerIncarnation = 0x5eed0002;
 
 // Areas, in allocation order on a fresh daemon: index 0 and 1, generation 1.
 constexpr const char* kDeltaName = "pcap/delta";
@@ -143,6 +143,7 @@ std::vector<uint8_t> PeerFrame(wire::FrameType type, uint32_t area_index, uint64
   h.type = static_cast<uint8_t>(type);
   h.source_host = kPeer;
   h.dest_host = kSelf;
+  h.incarnation = kPeerIncarnation;  // the first heard, so believed without a hello
   if (type == wire::FrameType::kSubscribe || type == wire::FrameType::kAck) {
     h.area_index = area_index;
     h.area_generation = kGeneration;
@@ -157,7 +158,6 @@ std::vector<uint8_t> PeerFrame(wire::FrameType type, uint32_t area_index, uint64
 std::vector<std::vector<uint8_t>> PeerFrames() {
   wire::HeartbeatBody hb{};
   hb.sent_ns = 1'000'000'000;
-  hb.incarnation = kPeerIncarnation;
   const auto hb_bytes = std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(&hb), sizeof(hb));
   return {PeerFrame(wire::FrameType::kHeartbeat, 0, 0, hb_bytes),
           PeerFrame(wire::FrameType::kSubscribe, kDeltaIndex, 0, {}),

@@ -95,6 +95,7 @@ std::vector<uint8_t> BuildPayload(const DataSpec& s, Mutation mutation) {
   h.seq = s.seq;
   h.frame_count = s.frame_count;
   h.flags = s.flags;
+  h.incarnation = s.incarnation;
   h.transfer_id = s.transfer_id;
   if (mutation == Mutation::kBadMagic) h.magic = 0x21444142;  // "BAD!"
   if (mutation == Mutation::kBadVersion) h.protocol_version = wire::kProtocolVersion + 1;

@@ -49,7 +49,8 @@ struct DataSpec {
   uint32_t area_generation = 1;
   uint64_t version = 1;
   uint64_t base_version = 0;
-  uint32_t flags = 0;  // wire::kFlag...
+  uint16_t flags = 0;  // wire::kFlag...
+  uint32_t incarnation = 0;  // the sending daemon's: dsmctl hosts shows it
   uint32_t transfer_id = 1;
   uint32_t seq = 0;
   uint32_t frame_count = 1;

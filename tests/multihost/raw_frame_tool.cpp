@@ -13,6 +13,8 @@
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstdio>
+#include <exception>
+#include <string>
 #include <thread>
 
 #include "coherence/wire_format.h"
@@ -53,6 +55,10 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0, 65535));
   app.add_option("--dest-host", dest_host, "Header dest_host (default: --to)")
       ->check(CLI::Range(0, 65535));
+  std::string incarnation = "0";
+  app.add_option("--incarnation", incarnation,
+                 "Header incarnation, hex as dsmctl hosts prints it (0: none believed)")
+      ->capture_default_str();
   app.add_option("--area-index", spec.area_index)->capture_default_str();
   app.add_option("--area-generation", spec.area_generation)->capture_default_str();
   app.add_option("--version", spec.version)->capture_default_str();
@@ -73,6 +79,12 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_flag("--dry-run", dry_run, "Print the frame in hex instead of sending it");
   CLI11_PARSE(app, argc, argv);
+  try {
+    spec.incarnation = static_cast<uint32_t>(std::stoul(incarnation, nullptr, 16));
+  } catch (const std::exception&) {
+    std::fprintf(stderr, "raw_frame_tool: --incarnation '%s' is not hex\n", incarnation.c_str());
+    return 2;
+  }
 
   const auto mutation = rf::ParseMutation(case_name);
   if (!mutation) {

@@ -53,7 +53,7 @@ int RunWriter(const std::string& socket, const WorkloadOptions& o, WorkloadBoard
   // A linked list whose nodes are scattered through the area, linked by address.
   auto* nodes = static_cast<Node*>(l);
   const int slots = static_cast<int>(kListBytes / sizeof(Node));
-  std::mt19937_64 rng(42);
+  std::mt19937_64 rng(o.seed);
   std::vector<int> order(slots);
   for (int i = 0; i < slots; ++i) order[i] = i;
   std::shuffle(order.begin() + 1, order.end(), rng);

@@ -46,6 +46,7 @@ struct WorkloadOptions {
   uint32_t pause_us = 2000;  // between versions
   int readers = 2;
   int reader_timeout_s = 60;
+  uint64_t seed = 42;  // which lines change: two writers of one name differ by seed
 };
 
 // The stamp in line 0 of each version: its number and the XXH3 of everything
