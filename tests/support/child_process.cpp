@@ -38,7 +38,10 @@ int Reap(pid_t pid, int timeout_ms) {
 }
 
 bool WaitFor(const std::function<bool()>& cond, int timeout_ms) {
-  for (int waited = 0; waited <= timeout_ms; ++waited) {
+  // By the clock, not by count: a slow `cond` (one that runs dsmctl) must
+  // not stretch the bound.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  while (std::chrono::steady_clock::now() < deadline) {
     if (cond()) return true;
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }

@@ -87,6 +87,15 @@ int DsmdProcess::Stop() {
   return -1;
 }
 
+int DsmdProcess::Kill() {
+  if (pid_ <= 0) return -1;
+  kill(pid_, SIGKILL);
+  int status = -1;
+  waitpid(pid_, &status, 0);
+  pid_ = -1;
+  return status;
+}
+
 DsmdProcess::~DsmdProcess() {
   Stop();
   if (!dir_.empty()) {

@@ -24,6 +24,9 @@ class DsmdProcess {
   pid_t pid() const { return pid_; }
   // Sends SIGTERM and waits for exit; returns the exit status (or -1).
   int Stop();
+  // SIGKILL, as a crash or an OOM kill would, and reaps it: nothing of the
+  // daemon's own clean-up runs. Returns the wait status.
+  int Kill();
   // Also sets DSM_SOCKET so that dsm_init(NULL) in this process and its
   // children finds this daemon.
   void ExportSocket() const;
