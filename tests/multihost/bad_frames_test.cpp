@@ -246,7 +246,8 @@ TEST(BadFrames, EachIsDroppedAndCountedAndTheDaemonKeepsServing) {
   // Frames "from host 1" carry its daemon's incarnation, as host 2 believes it:
   // with any other they would be refused before anything else is checked.
   std::string incarnation;
-  for (const json& h : cluster.Dsmctl(2)["hosts"]) {
+  const json seen_by_2 = cluster.Dsmctl(2);  // alive for the whole loop
+  for (const json& h : seen_by_2["hosts"]) {
     if (h["id"].get<int>() == 1) incarnation = h["incarnation"].get<std::string>();
   }
   ASSERT_FALSE(incarnation.empty() || incarnation == "00000000") << "host 2 never heard host 1";
