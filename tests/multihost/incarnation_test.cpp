@@ -37,27 +37,6 @@ void Step(const char* what) {
   std::fflush(stdout);
 }
 
-// The area named `name` in a host's dsmctl listing (replica or not), or
-// null; a retired replica keeps its name there, so `skip_index` leaves it out.
-json FindNamed(const json& ctl, const std::string& name, bool replica, int64_t skip_index = -1) {
-  if (ctl.is_discarded() || !ctl.contains("areas")) return nullptr;
-  for (const json& a : ctl["areas"]) {
-    if (a["name"] == name && a["replica"].get<bool>() == replica &&
-        a["index"].get<int64_t>() != skip_index) {
-      return a;
-    }
-  }
-  return nullptr;
-}
-
-json AreaAtIndex(const json& ctl, uint32_t index) {
-  if (ctl.is_discarded() || !ctl.contains("areas")) return nullptr;
-  for (const json& a : ctl["areas"]) {
-    if (a["index"].get<uint32_t>() == index) return a;
-  }
-  return nullptr;
-}
-
 struct OldReader {
   std::atomic<bool> attached{false};
   std::atomic<bool> release{false};
@@ -99,7 +78,7 @@ TEST(Incarnation, AWriterHostsRestartedDaemonIsANewIncarnationEverywhere) {
     return dsm_fini() == DSM_OK ? 0 : 43;
   });
   ASSERT_TRUE(WaitFor([&] { return old->attached.load(); }, 30000));
-  const json old_replica = FindNamed(cluster.Dsmctl(2), "mh/area", true);
+  const json old_replica = VirtualCluster::FindArea(cluster.Dsmctl(2), "mh/area", true);
   ASSERT_FALSE(old_replica.is_null()) << "no replica on host 2";
   const uint32_t old_index = old_replica["index"].get<uint32_t>();
   Step("old reader attached on host 2; killing host 1's dsmd and writer");
@@ -112,7 +91,7 @@ TEST(Incarnation, AWriterHostsRestartedDaemonIsANewIncarnationEverywhere) {
   Reap(writer, 10000);
   ASSERT_TRUE(WaitFor(
       [&] {
-        const json a = AreaAtIndex(cluster.Dsmctl(2), old_index);
+        const json a = VirtualCluster::AreaAt(cluster.Dsmctl(2), old_index);
         return !a.is_null() && a["state"] != "live";
       },
       5000))
@@ -126,13 +105,8 @@ TEST(Incarnation, AWriterHostsRestartedDaemonIsANewIncarnationEverywhere) {
   // Hosts 2 and 3 confirm the new incarnation with host 1 (a hello): from
   // then on the name is the new area's there.
   std::string incarnation1;
-  auto incarnation_of_1 = [&](int seen_by) -> std::string {
-    const json ctl = cluster.Dsmctl(seen_by);
-    if (ctl.is_discarded() || !ctl.contains("hosts")) return "";
-    for (const json& h : ctl["hosts"]) {
-      if (h["id"].get<int>() == 1) return h["incarnation"].get<std::string>();
-    }
-    return "";
+  auto incarnation_of_1 = [&](int seen_by) {
+    return VirtualCluster::IncarnationOf(cluster.Dsmctl(seen_by), 1);
   };
   ASSERT_TRUE(WaitFor([&] { return !(incarnation1 = incarnation_of_1(1)).empty(); }, 5000));
   ASSERT_TRUE(WaitFor(
@@ -164,13 +138,13 @@ TEST(Incarnation, AWriterHostsRestartedDaemonIsANewIncarnationEverywhere) {
   const bool replicated = WaitFor(
       [&] {
         const json ctl2 = cluster.Dsmctl(2);
-        const json a = AreaAtIndex(ctl2, old_index);
+        const json a = VirtualCluster::AreaAt(ctl2, old_index);
         // The old reader holds that slot: it cannot be reused meanwhile.
         if (!a.is_null() && a["name"] == "mh/area" && a["state"] == "live") ++old_live;
         if (!b2->writer_done) return false;
-        origin = FindNamed(cluster.Dsmctl(1), "mh/area", false);
-        latest2 = FindNamed(ctl2, "mh/area", true, old_index);
-        latest3 = FindNamed(cluster.Dsmctl(3), "mh/area", true);
+        origin = VirtualCluster::FindArea(cluster.Dsmctl(1), "mh/area", false);
+        latest2 = VirtualCluster::FindArea(ctl2, "mh/area", true, old_index);
+        latest3 = VirtualCluster::FindArea(cluster.Dsmctl(3), "mh/area", true);
         auto at_final = [&](const json& r) {
           return !r.is_null() && r["state"] == "live" && r["version"].get<uint64_t>() == o2.versions;
         };

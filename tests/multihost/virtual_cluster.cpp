@@ -86,6 +86,36 @@ nlohmann::json VirtualCluster::Dsmctl(int host) const {
   return nlohmann::json::parse(out, nullptr, false);
 }
 
+nlohmann::json VirtualCluster::FindArea(const nlohmann::json& ctl, const std::string& name,
+                                        bool replica, int64_t skip_index) {
+  if (ctl.is_discarded() || !ctl.contains("areas")) return nullptr;
+  for (const nlohmann::json& a : ctl["areas"]) {
+    if (a["name"] == name && a["replica"].get<bool>() == replica &&
+        a["index"].get<int64_t>() != skip_index) {
+      return a;
+    }
+  }
+  return nullptr;
+}
+
+nlohmann::json VirtualCluster::AreaAt(const nlohmann::json& ctl, uint32_t index) {
+  if (ctl.is_discarded() || !ctl.contains("areas")) return nullptr;
+  for (const nlohmann::json& a : ctl["areas"]) {
+    if (a["index"].get<uint32_t>() == index) return a;
+  }
+  return nullptr;
+}
+
+std::string VirtualCluster::IncarnationOf(const nlohmann::json& ctl, int of) {
+  if (ctl.is_discarded() || !ctl.contains("hosts")) return "";
+  for (const nlohmann::json& h : ctl["hosts"]) {
+    if (h["id"].get<int>() == of && h.contains("incarnation")) {
+      return h["incarnation"].get<std::string>();
+    }
+  }
+  return "";
+}
+
 int VirtualCluster::Exec(int host, const std::string& command) const {
   return Run(ClusterScript() + " exec " + std::to_string(host) + " --dir " + dir_ + " -- " + command);
 }

@@ -3,6 +3,7 @@
 #ifndef DSM_TESTS_MULTIHOST_VIRTUAL_CLUSTER_H_
 #define DSM_TESTS_MULTIHOST_VIRTUAL_CLUSTER_H_
 
+#include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -28,6 +29,14 @@ class VirtualCluster {
   bool StartDaemon(int host);
   // dsmctl --json of a host's daemon (null on failure).
   nlohmann::json Dsmctl(int host) const;
+  // In a dsmctl listing: the area named `name` (a replica or not), leaving
+  // out index `skip_index` (a retired replica keeps its name there); the
+  // area at `index`; the incarnation (hex) it believes host `of` has. Null
+  // or "" when there is none.
+  static nlohmann::json FindArea(const nlohmann::json& ctl, const std::string& name, bool replica,
+                                 int64_t skip_index = -1);
+  static nlohmann::json AreaAt(const nlohmann::json& ctl, uint32_t index);
+  static std::string IncarnationOf(const nlohmann::json& ctl, int of);
   // Every other host's daemon reports `host` up (or, with `up` false, down)
   // within `ms`.
   bool OthersSee(int host, bool up, int ms) const;
