@@ -93,7 +93,7 @@ void RunTrial(VirtualCluster& c, Victim victim, std::mt19937_64& rng, uint64_t s
   o.versions = 100000;  // until stopped
   o.readers = 0;
   o.seed = seed;
-  o.reader_timeout_s = 5;  // a reader whose host's daemon died gives up then
+  o.reader_timeout_s = 5;  // a bound: the trial tells its readers when to leave
   Shared<WorkloadBoard> b;
   b->writer_hold = true;
   pid_t writer = Spawn([&] { return RunWriter(c.socket(1), o, &*b); });
@@ -114,6 +114,9 @@ void RunTrial(VirtualCluster& c, Victim victim, std::mt19937_64& rng, uint64_t s
     if (!r3.is_null()) skip[3] = r3["index"].get<int64_t>();
   }
 
+  // The readers were there for the kill; they leave now (one of them may
+  // follow a replica that will not move again).
+  const auto readers_leave = [&] { b->readers_stop = true; };
   switch (victim) {
     case Victim::kWriterProcess:
       kill(writer, SIGKILL);
@@ -139,6 +142,7 @@ void RunTrial(VirtualCluster& c, Victim victim, std::mt19937_64& rng, uint64_t s
     }
     case Victim::kReaderDaemon:
       kill(c.DaemonPid(2), SIGKILL);
+      readers_leave();
       if (const std::string s = SignalOf("reader on host 2", Reap(readers[2], 30000)); !s.empty()) {
         t->Fail(s);
       }
@@ -166,8 +170,7 @@ void RunTrial(VirtualCluster& c, Victim victim, std::mt19937_64& rng, uint64_t s
     // readers stop following the dead writer's versions.
     b->writer_stop = true;
     b->writer_may_exit = true;
-    b->writer_version = 0;
-    b->writer_done = true;
+    readers_leave();
     for (int h : {2, 3}) {
       if (readers[h] > 0) {
         if (const std::string s = SignalOf("reader", Reap(readers[h], 30000)); !s.empty()) t->Fail(s);
@@ -210,6 +213,7 @@ void RunTrial(VirtualCluster& c, Victim victim, std::mt19937_64& rng, uint64_t s
     t->Fail("replicas differ: " + why);
   }
   // Everyone leaves; the next trial starts from here.
+  readers_leave();
   finishing->writer_may_exit = true;
   b->writer_may_exit = true;
   if (writer > 0) {

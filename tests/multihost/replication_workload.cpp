@@ -116,7 +116,7 @@ int RunReader(const std::string& socket, int id, const WorkloadOptions& o, Workl
   const auto* bytes = static_cast<const uint8_t*>(p);
   uint64_t last = 0;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(o.reader_timeout_s);
-  while (std::chrono::steady_clock::now() < deadline) {
+  while (std::chrono::steady_clock::now() < deadline && !b->readers_stop) {
     dsm_service();
     const uint64_t v = dsm_version(p);
     if (v < last) ++r.backwards;

@@ -33,6 +33,7 @@ struct WorkloadBoard {
   std::atomic<bool> writer_may_exit{false};
   std::atomic<bool> writer_stop{false};  // publish no more: the last version is final
   std::atomic<bool> writer_hold{false};  // stay after the readers are done (until writer_may_exit)
+  std::atomic<bool> readers_stop{false};  // readers leave now, wherever they are
   std::atomic<uint64_t> writer_version{0};
   uint64_t writer_hash = 0;
   uint64_t list_sum = 0;
