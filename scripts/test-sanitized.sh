@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# The unit and multiprocess suites built with AddressSanitizer and
+# UndefinedBehaviorSanitizer (Meson's b_sanitize) in build-sanitize: memory
+# errors, leaks at exit and undefined behaviour fail the test. Extra
+# arguments go to `meson test`. Takes ~25 minutes to build on 2 cores.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/setup.sh
+BUILD_DIR=${BUILD_DIR:-build-sanitize}
+if [[ ! -f "$BUILD_DIR/build.ninja" ]]; then
+  meson setup "$BUILD_DIR" --buildtype=debugoptimized -Db_sanitize=address,undefined -Db_lundef=false
+fi
+ninja -C "$BUILD_DIR"
+export ASAN_OPTIONS=${ASAN_OPTIONS:-abort_on_error=1:detect_leaks=1}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+exec meson test -C "$BUILD_DIR" --print-errorlogs --num-processes 1 \
+  --suite unit --suite multiprocess "$@"
