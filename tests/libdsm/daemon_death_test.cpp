@@ -106,6 +106,21 @@ void UntilAfterKill(Board& b, F step) {
   while (std::chrono::steady_clock::now() < end) step();
 }
 
+// The moments both processes share: dsm_status and dsm_get_version in a
+// loop, or nothing, until after the kill.
+void StatusOrIdle(Board& b, Moment m, const void* p) {
+  if (m == Moment::kStatus) {
+    UntilAfterKill(b, [&] {
+      dsm_area_status st{};
+      Check(b, dsm_status(p, &st), {DSM_OK, DSM_ERR_DAEMON_GONE});
+      uint64_t version = 0;
+      Check(b, dsm_get_version(p, &version), {DSM_OK, DSM_ERR_DAEMON_GONE});
+    });
+  } else {
+    UntilAfterKill(b, [] { std::this_thread::sleep_for(std::chrono::milliseconds(1)); });
+  }
+}
+
 int Writer(Board& b, Moment m) {
   if (dsm_init(nullptr) != DSM_OK) return 10;
   void* p = nullptr;
@@ -124,15 +139,8 @@ int Writer(Board& b, Moment m) {
       dsm_log(p, kAreaBytes);
       Check(b, dsm_publish(p), {DSM_OK, DSM_ERR_BUSY, DSM_ERR_DAEMON_GONE});
     });
-  } else if (m == Moment::kStatus) {
-    UntilAfterKill(b, [&] {
-      dsm_area_status st{};
-      Check(b, dsm_status(p, &st), {DSM_OK, DSM_ERR_DAEMON_GONE});
-      uint64_t version = 0;
-      Check(b, dsm_get_version(p, &version), {DSM_OK, DSM_ERR_DAEMON_GONE});
-    });
   } else {
-    UntilAfterKill(b, [] { std::this_thread::sleep_for(std::chrono::milliseconds(1)); });
+    StatusOrIdle(b, m, p);
   }
   ExpectGone(b);
   // The writer's own memory is its, daemon or not.
@@ -173,15 +181,8 @@ int Reader(Board& b, Moment m) {
       Check(b, dsm_wait_version(p, UINT64_MAX / 2, 50),
             {DSM_ERR_TIMEOUT, DSM_ERR_DAEMON_GONE});
     });
-  } else if (m == Moment::kStatus) {
-    UntilAfterKill(b, [&] {
-      dsm_area_status st{};
-      Check(b, dsm_status(p, &st), {DSM_OK, DSM_ERR_DAEMON_GONE});
-      uint64_t version = 0;
-      Check(b, dsm_get_version(p, &version), {DSM_OK, DSM_ERR_DAEMON_GONE});
-    });
   } else {
-    UntilAfterKill(b, [] { std::this_thread::sleep_for(std::chrono::milliseconds(1)); });
+    StatusOrIdle(b, m, p);
   }
   ExpectGone(b);
   // The last version seen stays mapped and whole.
