@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The unit and multiprocess suites built with AddressSanitizer and
+# The unit, multiprocess and multihost suites (multihost needs root) built with
+# AddressSanitizer and
 # UndefinedBehaviorSanitizer (Meson's b_sanitize) in build-sanitize: memory
 # errors, leaks at exit and undefined behaviour fail the test. Extra
 # arguments go to `meson test`. The first build takes ~20 minutes on 2 cores.
@@ -16,4 +17,4 @@ fi
 export ASAN_OPTIONS=${ASAN_OPTIONS:-abort_on_error=1:detect_leaks=1:handle_segv=0}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 exec meson test -C "$BUILD_DIR" --print-errorlogs --num-processes 1 \
-  --suite unit --suite multiprocess "$@"
+  --suite unit --suite multiprocess --suite multihost "$@"
