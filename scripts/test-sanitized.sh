@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# The unit, multiprocess and multihost suites (multihost needs root) built with
-# AddressSanitizer and
-# UndefinedBehaviorSanitizer (Meson's b_sanitize) in build-sanitize: memory
-# errors, leaks at exit and undefined behaviour fail the test. Extra
-# arguments go to `meson test`. The first build takes ~20 minutes on 2 cores.
+# The unit, multiprocess and multihost (root) suites built with
+# AddressSanitizer and UndefinedBehaviorSanitizer (Meson's b_sanitize) in
+# build-sanitize: memory errors, leaks at exit and undefined behaviour fail
+# the test. Extra arguments go to `meson test`. The first build takes ~30
+# minutes on 2 cores.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
