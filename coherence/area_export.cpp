@@ -1,6 +1,7 @@
 #include "coherence/area_export.h"
 
 #include <algorithm>
+#include <bit>
 
 #include "coherence/line_copy.h"
 
@@ -53,12 +54,16 @@ void AreaExport::Subscribe(uint16_t host) {
   if (!freed_ && !sender_.subscribed(host)) sender_.Subscribe(host);
 }
 
-void AreaExport::Unsubscribe(uint16_t host) { sender_.Unsubscribe(host); }
+void AreaExport::Unsubscribe(uint16_t host) {
+  sender_.Unsubscribe(host);
+  resends_.erase(host);
+}
 
 void AreaExport::AreaFreed() {
   freed_ = true;
   in_send_ = false;
   sent_.clear();
+  resends_.clear();
   pinned_ = -1;  // the area's pins went with it
   source_lost_ = false;
 }
@@ -256,6 +261,9 @@ bool AreaExport::Turn(uint64_t now_ns) {
       if (!in_send_) sender_.Sent(sending_, now_ns);
     }
   }
+  // What receivers reported missing first: it completes versions they
+  // assemble already.
+  if (!resends_.empty()) worked |= ContinueResends(now_ns);
   if (sender_.reachable() > 0 && in_send_) worked |= ContinueSend(now_ns);
   return worked;
 }
@@ -264,6 +272,7 @@ bool AreaExport::Due(uint64_t now_ns) {
   if (freed_) return false;
   if (host_->WriterWantsBuffer(pinned_)) return true;
   if (sender_.reachable() == 0) return false;
+  if (!resends_.empty()) return true;
   if (in_send_ || (source_lost_ && sender_.AnyDue(now_ns, CollectHoldNs()))) return true;
   return host_->LatestVersion() > sender_.version() &&
          !sender_.AwaitingAcks(now_ns, CollectHoldNs());
@@ -285,19 +294,91 @@ void AreaExport::OnAck(uint16_t host, uint64_t complete_version, bool holds_noth
   if (sent == sent_.end() || assembling_version != sent->second.first.version) {
     // Its version is no longer here to resend from: what it lacks comes with
     // the next version now, not after the retransmission timeout.
+    resends_.erase(host);
     sender_.OnLostTransfer(host, transfer_id);
     return;
   }
-  const Transfer& t = sent->second.first;
-  const wire::DataFrameWriter::Plan& plan = sent->second.second;
-  const wire::DataFrameWriter writer(out_->max_frame_bytes(), DataHeader(t, host));
-  Sink sink{out_, host, counters_, FramesInPlace()};
-  uint64_t resent = 0;
-  for (const wire::SeqRange& r : missing) {
-    resent += writer.WritePlanned(plan, FrameSource(), r.first, r.count, sink);
+  // Queued, to go as the device takes them (Turn): a NACK may list a whole
+  // version's frames, more than the device holds at once.
+  const uint32_t frames = sent->second.second.frames();
+  Resends& r = resends_[host];
+  if (r.transfer_id != transfer_id || r.seqs.size() != (frames + 63) / 64) {
+    r = Resends{};
+    r.transfer_id = transfer_id;
+    r.seqs.assign((frames + 63) / 64, 0);
+    r.next = frames;
   }
-  counters_->retransmitted_frames += resent;
-  if (resent > 0) sender_.OnResent(host, transfer_id, now_ns);
+  for (const wire::SeqRange& range : missing) {
+    if (range.first >= frames) continue;
+    const uint32_t end = range.first + std::min(range.count, frames - range.first);
+    for (uint32_t seq = range.first; seq < end; ++seq) {
+      uint64_t& word = r.seqs[seq / 64];
+      const uint64_t bit = uint64_t{1} << (seq % 64);
+      r.queued += (word & bit) ? 0 : 1;
+      word |= bit;
+    }
+    r.next = std::min(r.next, range.first);
+  }
+  if (r.queued == 0) resends_.erase(host);
+}
+
+bool AreaExport::ContinueResends(uint64_t now_ns) {
+  bool worked = false;
+  for (auto it = resends_.begin(); it != resends_.end();) {
+    const uint16_t host = it->first;
+    Resends& r = it->second;
+    auto sent = sent_.find(r.transfer_id);
+    if (sent == sent_.end() || !sender_.subscribed(host) || !sender_.up(host)) {
+      if (sent == sent_.end()) sender_.OnLostTransfer(host, r.transfer_id);
+      it = resends_.erase(it);
+      continue;
+    }
+    const size_t backlog = out_->backlog();
+    if (backlog >= params_.send_burst_frames) return true;  // the device is full
+    uint32_t budget = params_.send_burst_frames - static_cast<uint32_t>(backlog);
+    const Transfer& t = sent->second.first;
+    const wire::DataFrameWriter::Plan& plan = sent->second.second;
+    const wire::DataFrameWriter writer(out_->max_frame_bytes(), DataHeader(t, host));
+    Sink sink{out_, host, counters_, FramesInPlace()};
+    const uint32_t frames = plan.frames();
+    uint32_t resent = 0;
+    bool device_refused = false;
+    while (budget > 0 && r.queued > 0 && !device_refused) {
+      // The next run of queued seqs from r.next, at most `budget` long.
+      uint32_t first = r.next;
+      while (first < frames) {
+        const uint64_t word = r.seqs[first / 64] >> (first % 64);
+        if (word != 0) {
+          first += static_cast<uint32_t>(std::countr_zero(word));
+          break;
+        }
+        first = (first / 64 + 1) * 64;
+      }
+      if (first >= frames) break;
+      uint32_t end = first;
+      while (end < frames && end - first < budget &&
+             (r.seqs[end / 64] & (uint64_t{1} << (end % 64)))) {
+        ++end;
+      }
+      const uint32_t n = writer.WritePlanned(plan, FrameSource(), first, end - first, sink);
+      for (uint32_t seq = first; seq < first + n; ++seq) {
+        r.seqs[seq / 64] &= ~(uint64_t{1} << (seq % 64));
+      }
+      r.queued -= n;
+      r.next = first + n;
+      resent += n;
+      budget -= n;
+      device_refused = n < end - first;
+    }
+    counters_->retransmitted_frames += resent;
+    if (resent > 0) {
+      sender_.OnResent(host, r.transfer_id, now_ns);
+      worked = true;
+    }
+    if (device_refused) return true;
+    it = r.queued == 0 ? resends_.erase(it) : std::next(it);
+  }
+  return worked;
 }
 
 }  // namespace dsm

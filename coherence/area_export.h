@@ -158,6 +158,10 @@ class AreaExport {
   // be framed or resent until the next collect.
   void DropPin();
   bool ContinueSend(uint64_t now_ns);
+  // Sends frames receivers reported missing, as many as the device takes this
+  // turn; drops what no longer has its transfer here (the host's next
+  // transfer brings those lines, ReplicaSender::OnLostTransfer).
+  bool ContinueResends(uint64_t now_ns);
   wire::Header DataHeader(const Transfer& t, uint16_t dest) const;
 
   size_t area_bytes_;
@@ -194,6 +198,17 @@ class AreaExport {
   // Transfers of the collected version (with their framing), by id, for
   // resending frames a receiver reports missing. Emptied when it changes.
   std::map<uint32_t, std::pair<Transfer, wire::DataFrameWriter::Plan>> sent_;
+  // Frames a host reported missing and that are not resent yet, as a set of
+  // seqs of one transfer: a report that repeats frames still queued (the
+  // host's NACK came before their resend) adds nothing. A report of another
+  // transfer replaces the set.
+  struct Resends {
+    uint32_t transfer_id = 0;
+    std::vector<uint64_t> seqs;  // bit per frame
+    uint32_t next = 0;           // no bit below this is set
+    uint32_t queued = 0;
+  };
+  std::map<uint16_t, Resends> resends_;
 };
 
 }  // namespace dsm

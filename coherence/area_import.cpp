@@ -1,5 +1,7 @@
 #include "coherence/area_import.h"
 
+#include <algorithm>
+
 #include "coherence/line_copy.h"
 
 namespace dsm {
@@ -35,12 +37,12 @@ wire::DropReason AreaImport::OnData(const wire::Frame& frame, uint64_t now_ns) {
   const ReplicaReceiver::Result res = receiver_.OnData(frame, now_ns);
   if (res.completed) {
     ++counters_->versions_received;
-    SendAck(now_ns);  // first: the sender may move on while we copy locally
+    SendAck(now_ns, /*every_missing=*/false);  // first: the sender may move on while we copy locally
     Publish(now_ns);
   } else if (res.ack_now && now_ns - last_ack_ns_ >= params_.ack_min_gap_ns) {
     // Frames we cannot use (another host's transfer, an old version) each
     // ask for an ack; one per gap is enough to tell the sender where we are.
-    SendAck(now_ns);
+    SendAck(now_ns, /*every_missing=*/false);
   }
   return res.drop;
 }
@@ -73,18 +75,26 @@ bool AreaImport::Publish(uint64_t now_ns) {
   return true;
 }
 
-void AreaImport::SendAck(uint64_t now_ns) {
-  wire::SeqRange missing[wire::kMaxMissingRanges];
-  const size_t n = receiver_.MissingRanges(missing, wire::kMaxMissingRanges);
+void AreaImport::SendAck(uint64_t now_ns, bool every_missing) {
+  // A NACK lists every missing range (up to nack_max_ranges), a frame's
+  // worth per ACK; other acks one frame's worth.
+  missing_.resize(every_missing ? std::max<size_t>(1, params_.nack_max_ranges)
+                                : wire::kMaxMissingRanges);
+  const size_t n = receiver_.MissingRanges(missing_.data(), missing_.size());
   AckReport ack;
   ack.complete_version = receiver_.complete_version();
   ack.holds_nothing = !receiver_.has_base();
   ack.assembling_version = receiver_.assembling_version();
   ack.transfer_id = receiver_.assembling_transfer();
-  ack.missing = std::span<const wire::SeqRange>(missing, n);
-  host_->SendAck(ack);
+  size_t done = 0;
+  do {
+    const size_t k = std::min(n - done, wire::kMaxMissingRanges);
+    ack.missing = std::span<const wire::SeqRange>(missing_.data() + done, k);
+    host_->SendAck(ack);
+    ++counters_->acks_out;
+    done += k;
+  } while (done < n);
   last_ack_ns_ = now_ns;
-  ++counters_->acks_out;
 }
 
 bool AreaImport::Turn(uint64_t now_ns) {
@@ -94,7 +104,7 @@ bool AreaImport::Turn(uint64_t now_ns) {
   // Frames of a transfer stopped coming: say which are missing.
   if (receiver_.assembling() && now_ns - receiver_.last_frame_ns() > params_.nack_after_ns &&
       now_ns - last_ack_ns_ > params_.nack_after_ns) {
-    SendAck(now_ns);
+    SendAck(now_ns, /*every_missing=*/true);
     return true;
   }
   return false;

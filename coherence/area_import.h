@@ -15,6 +15,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <vector>
 
 #include "coherence/replica_receiver.h"
 #include "coherence/sync_params.h"
@@ -96,7 +97,10 @@ class AreaImport {
   void Aim(bool catch_up);
   // Publishes the completed version (false: no buffer free yet).
   bool Publish(uint64_t now_ns);
-  void SendAck(uint64_t now_ns);
+  // Tells the writer's host the complete version and what is missing of the
+  // one assembled: `every_missing` (a NACK after the quiet), every range up to
+  // SyncParams::nack_max_ranges in several ACK frames; else one frame's worth.
+  void SendAck(uint64_t now_ns, bool every_missing);
 
   SyncParams params_;
   ImportHost* host_;
@@ -105,6 +109,7 @@ class AreaImport {
   VersionPublisher publisher_;
   int target_ = -1;
   uint64_t last_ack_ns_ = 0;
+  std::vector<wire::SeqRange> missing_;  // SendAck's scratch
 };
 
 }  // namespace dsm

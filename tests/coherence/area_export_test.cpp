@@ -141,11 +141,12 @@ class FakeWriterHost : public ExportHost, public ExportFrameOut {
 };
 
 class AreaExportTest : public ::testing::Test {
- protected:
+ public:
   AreaExportTest() : export_(kArea, kArea, true, Header(), kParams, &host_, &host_, &counters_) {
     std::mt19937_64 rng(1);
     for (uint8_t& b : host_.buffers[0]) b = static_cast<uint8_t>(rng());
   }
+  // What every DATA frame of the test area carries.
   static wire::Header Header() {
     wire::Header h{};
     h.magic = wire::kMagic;
@@ -155,6 +156,8 @@ class AreaExportTest : public ::testing::Test {
     h.area_generation = 1;
     return h;
   }
+
+ protected:
   // Every line the frames carry, checked against the writer's version `v`
   // content `content`; returns the lines.
   LineSet CheckFrames(uint64_t v, const Bytes& content) {
@@ -305,6 +308,7 @@ TEST_F(AreaExportTest, WhileTheWriterWaitsForThePinnedBufferNewFramesCopyTheirLi
   const wire::SeqRange lost{9, 3};
   export_.OnAck(kHostA, 0, true, 1, transfer, std::span<const wire::SeqRange>(&lost, 1),
                 kT0 + kParams.nack_after_ns);
+  export_.Turn(kT0 + kParams.nack_after_ns);
   ASSERT_EQ(host_.frames.size(), 3u);
   for (const auto& f : host_.frames) EXPECT_FALSE(f.in_place);
   CheckFrames(1, host_.buffers[0]);
@@ -342,6 +346,9 @@ TEST_F(AreaExportTest, MissingFramesOfTheCollectedVersionAreResentToTheHostThatA
   const wire::SeqRange lost[] = {{3, 2}, {100, 1}};
   host_.frames.clear();
   export_.OnAck(kHostA, 0, true, 1, transfer, lost, kT0 + kParams.nack_after_ns);
+  EXPECT_TRUE(host_.frames.empty()) << "queued, to go as the device takes them";
+  EXPECT_TRUE(export_.Due(kT0 + kParams.nack_after_ns));
+  export_.Turn(kT0 + kParams.nack_after_ns);
   ASSERT_EQ(host_.frames.size(), 3u);
   for (const auto& f : host_.frames) {
     EXPECT_EQ(f.dest, kHostA);
@@ -351,6 +358,49 @@ TEST_F(AreaExportTest, MissingFramesOfTheCollectedVersionAreResentToTheHostThatA
   EXPECT_EQ(host_.frames[2].decoded().header.seq, 100u);
   CheckFrames(1, host_.buffers[0]);
   EXPECT_EQ(counters_.retransmitted_frames, 3u);
+}
+
+// A NACK may list a whole version's frames, more than the device holds: they
+// go a burst per turn, as the device takes them, each once however often the
+// host repeats its report before they went.
+TEST(AreaExportResendTest, AReportOfManyFramesIsResentABurstPerTurnEachFrameOnce) {
+  SyncParams params;
+  params.send_burst_frames = 16;
+  FakeWriterHost host;
+  ExportCounters counters;
+  AreaExport ex(kArea, kArea, true, AreaExportTest::Header(), params, &host, &host, &counters);
+  ex.Subscribe(kHostA);
+  for (int turn = 0; turn < 20; ++turn) ex.Turn(kT0);
+  ASSERT_EQ(host.frames.size(), 125u);
+  const uint32_t transfer = host.frames[0].decoded().header.transfer_id;
+  host.frames.clear();
+  const wire::SeqRange all{0, 125};
+  const wire::SeqRange some[] = {{3, 10}, {120, 5}};
+  ex.OnAck(kHostA, 0, true, 1, transfer, std::span<const wire::SeqRange>(&all, 1), kT0 + 1);
+  ex.Turn(kT0 + 2);
+  EXPECT_EQ(host.frames.size(), 16u) << "one burst per turn";
+  // The host asks again for frames that have not gone yet, and for some that have.
+  ex.OnAck(kHostA, 0, true, 1, transfer, std::span<const wire::SeqRange>(&all, 1), kT0 + 3);
+  ex.OnAck(kHostA, 0, true, 1, transfer, some, kT0 + 3);
+  host.device_backlog = params.send_burst_frames;
+  ex.Turn(kT0 + 4);
+  EXPECT_EQ(host.frames.size(), 16u) << "nothing while the device is full";
+  host.device_backlog = 0;
+  for (int turn = 0; turn < 20 && ex.Due(kT0 + 5); ++turn) ex.Turn(kT0 + 5);
+  EXPECT_FALSE(ex.Due(kT0 + 5));
+  std::vector<int> sent(125, 0);
+  for (const auto& f : host.frames) {
+    const wire::Frame d = f.decoded();
+    EXPECT_EQ(f.dest, kHostA);
+    EXPECT_EQ(d.header.transfer_id, transfer);
+    ++sent[d.header.seq];
+  }
+  // The second report came after frames 0-15 went: they go again (the
+  // host still lacked them when it asked), the rest once.
+  for (uint32_t seq = 0; seq < 125; ++seq) {
+    EXPECT_EQ(sent[seq], seq < 16 ? 2 : 1) << "seq " << seq;
+  }
+  EXPECT_EQ(counters.retransmitted_frames, 141u);
 }
 
 TEST_F(AreaExportTest, OnceEveryHostHoldsTheVersionThePinIsDropped) {

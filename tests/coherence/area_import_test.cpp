@@ -224,5 +224,43 @@ TEST_F(AreaImportTest, ATransferThatStopsComingIsNackedWithWhatItLacksAfterTheQu
   EXPECT_EQ(host_.buffers[1], v5);
 }
 
+// Every range a transfer lacks is asked for after the quiet, as many ACK
+// frames as it takes: a NACK of one frame's worth (wire::kMaxMissingRanges)
+// per quiet period made a big version at a few percent loss take dozens of
+// periods to complete.
+TEST(AreaImportNackTest, ANackListsEveryMissingRangeInAsManyAcksAsItTakes) {
+  for (const uint32_t max_ranges : {1024u, 100u}) {
+    SCOPED_TRACE("nack_max_ranges " + std::to_string(max_ranges));
+    SyncParams params;
+    params.nack_max_ranges = max_ranges;
+    FakeReplicaHost host(2);
+    ImportCounters counters;
+    AreaImport import(kArea, 2, params, &host, &counters);
+    const Bytes v5 = RandomContent(5);
+    // One line per frame; every other frame is lost.
+    const Frames frames =
+        MakeFrames(All(), v5, 5, 0, true, 1, wire::DataFrameWriter::kMinFrameBytes);
+    ASSERT_GT(frames.size(), 2 * wire::kMaxMissingRanges + 2);
+    for (size_t i = 1; i < frames.size(); i += 2) import.OnData(frames[i], kT0);
+    const size_t lost = (frames.size() + 1) / 2;
+    const size_t asked = std::min<size_t>(lost, max_ranges);
+    ASSERT_TRUE(import.Turn(kT0 + params.nack_after_ns + 1));
+    ASSERT_EQ(host.acks.size(), (asked + wire::kMaxMissingRanges - 1) / wire::kMaxMissingRanges);
+    std::vector<uint32_t> seqs;
+    for (const FakeReplicaHost::Ack& ack : host.acks) {
+      EXPECT_TRUE(ack.holds_nothing);
+      EXPECT_EQ(ack.assembling_version, 5u);
+      EXPECT_LE(ack.missing.size(), wire::kMaxMissingRanges);
+      for (const wire::SeqRange& r : ack.missing) {
+        EXPECT_EQ(r.count, 1u);
+        seqs.push_back(r.first);
+      }
+    }
+    ASSERT_EQ(seqs.size(), asked);
+    for (size_t k = 0; k < asked; ++k) EXPECT_EQ(seqs[k], 2 * k) << "range " << k;
+    EXPECT_EQ(counters.acks_out, host.acks.size());
+  }
+}
+
 }  // namespace
 }  // namespace dsm

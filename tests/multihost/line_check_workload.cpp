@@ -221,7 +221,8 @@ int RunWriter(const std::string& socket, const Options& o, Board* b) {
   b->allocated = true;
   // The readers' hosts subscribe when they attach: from then on every version
   // is exported, the first one whole.
-  if (!WaitFor([&] { return b->readers_attached.load() >= kReaders || b->writer_stop; },
+  if (o.readers_join_at_step == 0 &&
+      !WaitFor([&] { return b->readers_attached.load() >= kReaders || b->writer_stop; },
                kAttachTimeoutMs)) {
     return b->writer_rc = 12;
   }
@@ -247,6 +248,7 @@ int RunWriter(const std::string& socket, const Options& o, Board* b) {
     b->in_publish = true;
     const int rc = dsm_publish(p);
     b->in_publish = false;
+    if (rc == DSM_OK) b->writer_done_ns = NowNs();
     if (rc == DSM_ERR_BUSY) {
       ++b->busy;
     } else if (rc != DSM_OK) {
@@ -265,11 +267,13 @@ int RunWriter(const std::string& socket, const Options& o, Board* b) {
   // The last step's changes may still be logged: they go now (an empty log
   // publishes nothing and returns DSM_OK).
   int rc = DSM_ERR_BUSY;
+  const uint64_t before = dsm_version(p);
   for (uint64_t tries = 0; rc == DSM_ERR_BUSY && tries < 20000; ++tries) {
     rc = dsm_publish(p);
     if (rc == DSM_ERR_BUSY) std::this_thread::sleep_for(std::chrono::microseconds(100));
   }
   if (rc != DSM_OK) return b->writer_rc = 14;
+  if (dsm_version(p) != before) b->writer_done_ns = NowNs();
   b->writer_ns = NowNs() - t0;
   b->writer_hash = XXH3_64bits(p, o.area_bytes);
   b->writer_version = dsm_version(p);
@@ -286,14 +290,22 @@ int RunWriter(const std::string& socket, const Options& o, Board* b) {
 int RunReader(const std::string& socket, int id, const Options& o, Board* b) {
   ReaderReport& r = b->readers[id];
   if (!Init(socket)) return 20;
+  if (o.readers_join_at_step > 0 &&
+      !WaitFor([&] { return b->writer_step.load() >= o.readers_join_at_step || b->writer_done; },
+               kAttachTimeoutMs)) {
+    return 23;
+  }
   const void* p = nullptr;
   size_t size = 0;
+  const uint64_t attach_start = NowNs();
   r.attach_rc = dsm_attach(o.area_name.c_str(), kAttachTimeoutMs, &p, &size);
+  r.attach_ns = NowNs() - attach_start;
   if (r.attach_rc != DSM_OK || size != o.area_bytes) return 21;
   ++b->readers_attached;
   const auto* bytes = static_cast<const uint8_t*>(p);
   Model model(o);
   uint64_t last_version = 0;
+  uint64_t seen_ns = 0;  // when last_version was first seen
   const auto deadline = Clock::now() + std::chrono::seconds(o.reader_timeout_s);
   bool done = false;
   while (!done && Clock::now() < deadline) {
@@ -303,6 +315,7 @@ int RunReader(const std::string& socket, int id, const Options& o, Board* b) {
     if (v != last_version && v > 0) {
       if (v < last_version) ++r.backwards_versions;
       last_version = v;
+      seen_ns = NowNs();
       Stamp stamp;
       std::memcpy(&stamp, bytes, sizeof(stamp));
       const bool stamp_ok =
@@ -332,7 +345,11 @@ int RunReader(const std::string& socket, int id, const Options& o, Board* b) {
       }
     }
     done = b->writer_done && v >= b->writer_version.load();
-    if (!done) std::this_thread::sleep_for(std::chrono::microseconds(200));
+    if (done) {
+      r.catch_up_ns = seen_ns > b->writer_done_ns ? seen_ns - b->writer_done_ns : 0;
+    } else {
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
   }
   r.timed_out = !done;
   r.final_version = dsm_version(p);
@@ -342,6 +359,40 @@ int RunReader(const std::string& socket, int id, const Options& o, Board* b) {
   r.final_hash = XXH3_64bits(p, o.area_bytes);
   ++b->readers_done;
   return dsm_fini() == DSM_OK ? 0 : 22;
+}
+
+int RunWatcher(const std::string& socket, int id, const Options& o, Board* b) {
+  WatcherReport& w = b->watchers[id];
+  if (!Init(socket)) return 30;
+  if (o.readers_join_at_step > 0 &&
+      !WaitFor([&] { return b->writer_step.load() >= o.readers_join_at_step || b->writer_done; },
+               kAttachTimeoutMs)) {
+    return 33;
+  }
+  const void* p = nullptr;
+  size_t size = 0;
+  const uint64_t attach_start = NowNs();
+  w.attach_rc = dsm_attach(o.area_name.c_str(), kAttachTimeoutMs, &p, &size);
+  w.attach_ns = NowNs() - attach_start;
+  if (w.attach_rc != DSM_OK || size != o.area_bytes) return 31;
+  uint64_t last_version = 0;
+  uint64_t seen_ns = 0;  // when last_version was first seen
+  const auto deadline = Clock::now() + std::chrono::seconds(o.reader_timeout_s);
+  bool done = false;
+  while (!done && Clock::now() < deadline) {
+    dsm_service();
+    const uint64_t v = dsm_version(p);
+    if (v != last_version) {
+      last_version = v;
+      seen_ns = NowNs();
+      ++w.versions_seen;
+    }
+    done = b->writer_done && v >= b->writer_version.load();
+    if (!done) std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
+  w.timed_out = !done;
+  if (done) w.catch_up_ns = seen_ns > b->writer_done_ns ? seen_ns - b->writer_done_ns : 0;
+  return dsm_fini() == DSM_OK ? 0 : 32;
 }
 
 std::string Describe(const ReaderReport& r) {

@@ -32,6 +32,15 @@ struct Options {
   double dirty_fraction = 0.01;
   uint32_t period_us = 2000;  // the writer's cadence
   int reader_timeout_s = 120;
+  // 0: the writer waits for the readers to attach before its first step, so
+  // their first version is the whole area before any step. N > 0: the writer
+  // steps from the start and the readers attach once it has taken N steps, so
+  // their first version arrives while the area keeps changing.
+  uint64_t readers_join_at_step = 0;
+  // Also run a watcher beside each reader: a process on the reader's host
+  // that attaches at the same moment and only notes when each version
+  // appears, so its times do not include the reader's checking.
+  bool watch = false;
 };
 
 // Where a wrong line's bytes came from.
@@ -81,6 +90,17 @@ struct ReaderReport {
   uint64_t final_step = 0;
   uint64_t final_hash = 0;
   bool timed_out = false;
+  uint64_t attach_ns = 0;    // dsm_attach: time to the first version
+  uint64_t catch_up_ns = 0;  // the writer's last version published -> first seen here
+};
+
+// What a watcher saw: when the first and the last version appeared.
+struct WatcherReport {
+  int attach_rc = 0;
+  uint64_t attach_ns = 0;    // dsm_attach: time to the first version
+  uint64_t catch_up_ns = 0;  // the writer's last version published -> first seen here
+  uint64_t versions_seen = 0;
+  bool timed_out = false;
 };
 
 struct Board {
@@ -96,14 +116,17 @@ struct Board {
   uint64_t busy = 0;         // publishes refused busy (their changes went with a later one)
   uint64_t writer_hash = 0;  // XXH3 of the whole area at the final version
   uint64_t writer_ns = 0;    // first step to the final version
+  uint64_t writer_done_ns = 0;  // steady clock when the last version was published
   int writer_rc = 0;
   ReaderReport readers[kReaders];
+  WatcherReport watchers[kReaders];
 };
 
 // Run in forked children; return 0 when they ran to the end (the board says
 // what they saw).
 int RunWriter(const std::string& socket, const Options& o, Board* b);
 int RunReader(const std::string& socket, int id, const Options& o, Board* b);
+int RunWatcher(const std::string& socket, int id, const Options& o, Board* b);
 
 // One line per mismatching snapshot and line kept in `r`, for a failure message.
 std::string Describe(const ReaderReport& r);
