@@ -47,6 +47,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -337,6 +338,7 @@ struct WriterOptions {
   uint32_t copies = 1;
   std::string label, device;
   uint32_t mtu = 0;
+  double loss = 0;  // the daemons' --fault-drop, for the results
   uint32_t readers = 1;
   size_t size = size_t{64} << 20;
   double fraction = 0.01;
@@ -394,6 +396,7 @@ json Writer::ConfigJson() const {
   return {{"label", o_.label},
           {"device", o_.device},
           {"mtu", o_.mtu},
+          {"loss", o_.loss},
           {"readers", o_.readers},
           {"area_bytes", o_.size},
           {"fraction", o_.fraction},
@@ -473,6 +476,7 @@ bool Writer::Setup(std::string* error) {
   ao.sync_interval_us = o_.sync_interval_us;
   ao.reader_buffers = o_.reader_buffers;
   void* p = nullptr;
+  h_->alloc_ns.store(MonotonicNs(), std::memory_order_release);
   int rc = dsm_alloc(o_.name.c_str(), o_.size, &ao, &p);
   if (rc != DSM_OK) {
     *error = "dsm_alloc(" + o_.name + ", " + std::to_string(o_.size) + "): " + LastError(rc);
@@ -754,6 +758,7 @@ json Writer::Results() {
                        {"final_version", s.final_version},
                        {"content_matches_writer", o_.verify ? json(hash_ok) : json(nullptr)},
                        {"attach_ms", static_cast<double>(s.attach_ns) / 1e6},
+                       {"first_version_ms", static_cast<double>(s.first_version_ns) / 1e6},
                        {"whole_area_version_ms",
                         static_cast<double>(board_.visible_ns(r)[1] - board_.publish_ns()[1]) / 1e6},
                        {"wait_timeouts", s.wait_timeouts}});
@@ -962,8 +967,11 @@ int RunReader(const ReaderOptions& o) {
   session = true;
   const void* p = nullptr;
   size_t size = 0;
+  const uint64_t attach_start = MonotonicNs();
   int rc = dsm_attach(h->area_name, o.timeout_s * 1000, &p, &size);
   if (rc != DSM_OK) return fail(std::string("dsm_attach(") + h->area_name + "): " + LastError(rc));
+  slot.first_version_ns =
+      MonotonicNs() - std::max(attach_start, h->alloc_ns.load(std::memory_order_acquire));
   if (size < h->area_bytes) {
     return fail("the area has " + std::to_string(size) + " bytes, the writer said " +
                 std::to_string(h->area_bytes));
@@ -1042,6 +1050,54 @@ std::string TargetCell(const json& t) {
   return s.empty() ? "-" : s;
 }
 
+// Runs of one configuration and fraction at several injected loss rates:
+// time to the first version (dsm_attach of the whole area from the writer's
+// dsm_alloc, the slowest reader) and goodput
+// (the writer's changed bytes per second), each as a ratio to the same
+// configuration's loss-free run of this invocation.
+void PrintLossTable(const json& runs) {
+  struct Point {
+    double loss, first_ms, goodput;
+  };
+  std::map<std::pair<std::string, double>, std::vector<Point>> groups;
+  bool any_loss = false;
+  for (const auto& r : runs) {
+    if (r.value("status", "") != "ok") continue;
+    const json c = r.value("config", json::object());
+    const double loss = c.value("loss", 0.0);
+    any_loss |= loss > 0;
+    double first_ms = 0;
+    for (const auto& rd : r["results"]["readers"]) {
+      first_ms = std::max(first_ms, rd.value("first_version_ms", 0.0));
+    }
+    std::string base = c.value("label", std::string("?"));
+    if (const size_t at = base.find(" loss"); at != std::string::npos) base.resize(at);
+    groups[{base, c.value("fraction", 0.0)}].push_back(
+        {loss, first_ms, r["results"].value("changed_bytes_per_sec", 0.0)});
+  }
+  if (!any_loss) return;
+  std::printf("\nunder injected loss (every dsmd drops this share of the frames it sends):\n");
+  std::printf("%-30s %5s %6s %14s %8s %14s %8s\n", "config", "f", "loss", "1st version ms",
+              "x 0%", "goodput MB/s", "x 0%");
+  for (const auto& [key, points] : groups) {
+    const auto clean = std::find_if(points.begin(), points.end(),
+                                    [](const Point& p) { return p.loss == 0; });
+    for (const Point& p : points) {
+      char f[16], loss[16], r1[16] = "-", r2[16] = "-";
+      std::snprintf(f, sizeof(f), "%g%%", key.second * 100);
+      std::snprintf(loss, sizeof(loss), "%g%%", p.loss * 100);
+      if (clean != points.end() && clean->first_ms > 0) {
+        std::snprintf(r1, sizeof(r1), "%.2f", p.first_ms / clean->first_ms);
+      }
+      if (clean != points.end() && clean->goodput > 0) {
+        std::snprintf(r2, sizeof(r2), "%.2f", p.goodput / clean->goodput);
+      }
+      std::printf("%-30s %5s %6s %14.1f %8s %14.1f %8s\n", key.first.c_str(), f, loss,
+                  p.first_ms, r1, p.goodput / 1e6, r2);
+    }
+  }
+}
+
 int RunReport(const std::vector<std::string>& files, const std::string& out_path,
               const std::string& notes) {
   json runs = json::array();
@@ -1057,7 +1113,7 @@ int RunReport(const std::vector<std::string>& files, const std::string& out_path
       runs.push_back({{"status", "failed"}, {"error", f + ": " + e.what()}});
     }
   }
-  std::printf("%-22s %5s %9s %9s %9s %9s %6s %6s %8s %7s %8s %8s %8s  %s\n", "config", "f",
+  std::printf("%-30s %5s %9s %9s %9s %9s %6s %6s %8s %7s %8s %8s %8s  %s\n", "config", "f",
               "rounds/s", "chg MB/s", "dlv MB/s", "raw MB/s", "ratio", "mc", "wireB/cB", "frm/MB",
               "p50 ms", "p99 ms", "bound ms", "targets");
   int met = 0, missed = 0, failed = 0, bad_content = 0;
@@ -1069,7 +1125,7 @@ int RunReport(const std::vector<std::string>& files, const std::string& out_path
     std::snprintf(f, sizeof(f), "%g%%", c.value("fraction", 0.0) * 100);
     if (r.value("status", "") != "ok") {
       ++failed;
-      std::printf("%-22s %5s  FAILED: %s\n", label.c_str(), f,
+      std::printf("%-30s %5s  FAILED: %s\n", label.c_str(), f,
                   r.value("error", std::string("unknown")).substr(0, 140).c_str());
       continue;
     }
@@ -1082,7 +1138,7 @@ int RunReport(const std::vector<std::string>& files, const std::string& out_path
       if (x["met"].is_boolean()) (x["met"].get<bool>() ? met : missed) += 1;
     }
     const json bound = t.contains("latency_p99_ms") ? t["latency_p99_ms"]["limit"] : json(nullptr);
-    std::printf("%-22s %5s %9s %9s %9s %9s %6s %6s %8s %7s %8s %8s %8s  %s\n", label.c_str(), f,
+    std::printf("%-30s %5s %9s %9s %9s %9s %6s %6s %8s %7s %8s %8s %8s  %s\n", label.c_str(), f,
                 Fmt(res["rounds_per_sec"], "%.1f").c_str(),
                 Fmt(res["changed_bytes_per_sec"].get<double>() / 1e6, "%.1f").c_str(),
                 Fmt(res.contains("delivered_bytes_per_sec")
@@ -1098,6 +1154,7 @@ int RunReport(const std::vector<std::string>& files, const std::string& out_path
                 Fmt(res["latency_ms"]["p99"], "%.2f").c_str(), Fmt(bound, "%.2f").c_str(),
                 (TargetCell(t) + (content_ok ? "" : " CONTENT-DIFFERS")).c_str());
   }
+  PrintLossTable(runs);
   std::printf("targets: %d met, %d missed; %d run(s) failed; %d run(s) with replica content "
               "different from the writer's\n", met, missed, failed, bad_content);
   std::printf(
@@ -1184,6 +1241,8 @@ int Main(int argc, char** argv) {
   wr->add_option("--label", w.label, "configuration name in the results");
   wr->add_option("--device", w.device, "device name in the results");
   wr->add_option("--mtu", w.mtu, "MTU in the results");
+  wr->add_option("--loss", w.loss, "the daemons' injected frame loss (--fault-drop), in the results")
+      ->check(CLI::Range(0.0, 1.0));
   wr->add_flag("!--no-verify", w.verify, "skip the final XXH3 comparison of the replicas");
   wr->add_flag("--timeline", w.timeline, "per-version publish and visible times in the JSON");
   wr->add_flag("--no-counters", w.no_counters, "do not read dsmd counters");

@@ -42,6 +42,9 @@ struct ReaderSlot {
   uint64_t final_version;
   uint64_t final_hash;         // XXH3 of the area at final_version (with --verify)
   uint64_t attach_ns;          // dsm_init + dsm_attach
+  // dsm_attach's return less the later of its call and the writer's
+  // dsm_alloc call: the time to the first version (the whole area).
+  uint64_t first_version_ns;
   uint64_t wait_timeouts;      // dsm_wait_version calls that timed out (no progress yet)
   char error[kBoardMessageBytes];
 };
@@ -55,6 +58,7 @@ struct BoardHeader {
   char area_name[64];
   std::atomic<uint32_t> writer_state;
   uint32_t pad;
+  std::atomic<uint64_t> alloc_ns;  // CLOCK_MONOTONIC when the writer called dsm_alloc
   std::atomic<uint64_t> final_version;
   uint64_t final_hash;
   char writer_error[kBoardMessageBytes];

@@ -95,15 +95,34 @@ void AreaImport::SendAck(uint64_t now_ns, bool every_missing) {
     done += k;
   } while (done < n);
   last_ack_ns_ = now_ns;
+  // The resends come in ascending order: the last one asked for ends their pass.
+  if (every_missing) {
+    pass_open_ = n > 0;
+    if (n > 0) pass_last_seq_ = missing_[n - 1].first + missing_[n - 1].count - 1;
+  }
 }
 
 bool AreaImport::Turn(uint64_t now_ns) {
   if (receiver_.publish_pending()) return Publish(now_ns);
   // Received into the staging copy for want of a free buffer: look again.
   if (target_ < 0 && !receiver_.assembling()) Aim(true);
-  // Frames of a transfer stopped coming: say which are missing.
-  if (receiver_.assembling() && now_ns - receiver_.last_frame_ns() > params_.nack_after_ns &&
-      now_ns - last_ack_ns_ > params_.nack_after_ns) {
+  if (!receiver_.assembling()) return false;
+  // A new transfer: its pass ends with its last frame.
+  if (receiver_.assembling_transfer() != pass_transfer_ ||
+      receiver_.assembling_version() != pass_version_) {
+    pass_transfer_ = receiver_.assembling_transfer();
+    pass_version_ = receiver_.assembling_version();
+    pass_last_seq_ = receiver_.frame_count() - 1;
+    pass_open_ = true;
+  }
+  // Frames of a transfer stopped coming: say which are missing. Soon after
+  // the pass's last frame came (what is missing before it was lost), else
+  // after the full quiet (the last frame itself may be lost, or late).
+  const uint64_t quiet = now_ns - receiver_.last_frame_ns();
+  const bool pass_done =
+      pass_open_ && receiver_.received(pass_last_seq_) && quiet > params_.nack_after_tail_ns;
+  if (pass_done ||
+      (quiet > params_.nack_after_ns && now_ns - last_ack_ns_ > params_.nack_after_ns)) {
     SendAck(now_ns, /*every_missing=*/true);
     return true;
   }

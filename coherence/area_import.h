@@ -109,6 +109,12 @@ class AreaImport {
   VersionPublisher publisher_;
   int target_ = -1;
   uint64_t last_ack_ns_ = 0;
+  // The pass of frames coming now (a transfer's, or the resends a NACK asked
+  // for) and its last frame: once that came, what is missing was lost.
+  uint32_t pass_transfer_ = 0;
+  uint64_t pass_version_ = 0;
+  uint32_t pass_last_seq_ = 0;
+  bool pass_open_ = false;
   std::vector<wire::SeqRange> missing_;  // SendAck's scratch
 };
 

@@ -51,6 +51,11 @@ class ReplicaReceiver {
   uint64_t assembling_version() const { return assembling_ ? version_ : 0; }
   uint32_t assembling_transfer() const { return assembling_ ? transfer_ : 0; }
   size_t MissingRanges(wire::SeqRange* out, size_t max) const;
+  // Frames of the assembled transfer, and whether frame `seq` of it arrived.
+  uint32_t frame_count() const { return assembling_ ? frame_count_ : 0; }
+  bool received(uint32_t seq) const {
+    return assembling_ && seq < frame_count_ && (received_[seq / 64] >> (seq % 64) & 1) != 0;
+  }
   uint64_t last_frame_ns() const { return last_frame_ns_; }
 
   // Versions above this are refused (kStaleVersion): what the writer's host

@@ -28,6 +28,9 @@
 #   --no-build       use the binaries as they are
 #   --keep           keep the work dir (logs, per-run JSON) and print its path
 #   --dsmd-args ARGS extra dsmd arguments, space-separated (e.g. "--no-doorbell")
+#   --loss LIST      comma-separated shares of frames every dsmd drops (--fault-drop), each
+#                    a run of every configuration and fraction (default 0); the table then
+#                    gives time to the first version and goodput as ratios to the 0 run
 #   --no-hugepages   leave the daemons' backing on 4 KiB pages (default: cluster.sh up
 #                    --hugepages reserves 2 MiB pages for it, as a production host would)
 #
@@ -55,11 +58,12 @@ DO_BUILD=1
 KEEP=0
 DSMD_ARGS=()
 HUGEPAGES=(--hugepages)
+LOSSES=0
 prog=dsm-bench.sh
 
 die() { echo "$prog: $*" >&2; exit 1; }
 note() { echo "$prog: $*"; }
-usage() { sed -n '2,32p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,35p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
 
 # --quick sets defaults; options given explicitly override them wherever they stand.
 for a in "$@"; do
@@ -87,6 +91,7 @@ while (($#)); do
     --keep) KEEP=1; shift ;;
     --no-hugepages) HUGEPAGES=(); shift ;;
     --dsmd-args) read -r -a DSMD_ARGS <<<"${2?--dsmd-args needs a value}"; shift 2 ;;
+    --loss) LOSSES=${2:?--loss needs a value}; shift 2 ;;
     -h | --help) usage; exit 0 ;;
     *) echo "$prog: unknown argument '$1'" >&2; usage >&2; exit 2 ;;
   esac
@@ -175,6 +180,23 @@ device_of() {
   ' "$1/cluster.toml"
 }
 
+# Stops the daemons of hosts 1..N of the cluster in $1 (SIGTERM, then bounded
+# waits), so that they can be started again with other arguments.
+stop_daemons() {
+  local dir=$1 n=$2 h pid i
+  for ((h = 1; h <= n; h++)); do
+    pid=$(cat "$dir/h$h.pid" 2>/dev/null || true)
+    [[ -n $pid ]] && kill -0 "$pid" 2>/dev/null || continue
+    kill -TERM "$pid" 2>/dev/null || true
+    for ((i = 0; i < 100; i++)); do
+      kill -0 "$pid" 2>/dev/null || break
+      sleep 0.1
+    done
+    kill -0 "$pid" 2>/dev/null && die "dsmd on host $h (pid $pid) did not stop within 10 s"
+  done
+  return 0
+}
+
 state_of() { sed -n "s/^$2=//p" "$1/.cluster-state" | head -n1; }
 host_mac() { printf '02:00:c6:12:00:%02x\n' "$1"; }
 host_ip() { printf '198.18.0.%d\n' "$1"; }
@@ -239,6 +261,11 @@ NOTES=()
 started=$(date +%s)
 IFS=, read -r -a cfgs <<<"$CONFIGS"
 IFS=, read -r -a fracs <<<"$FRACTIONS"
+IFS=, read -r -a losses <<<"$LOSSES"
+for loss in "${losses[@]}"; do
+  awk -v l="$loss" 'BEGIN { exit !(l ~ /^[0-9.]+$/ && l >= 0 && l < 1) }' \
+    || die "bad --loss value '$loss' (a share of frames, 0 <= loss < 1)"
+done
 idx=0
 for cfg in "${cfgs[@]}"; do
   IFS=: read -r device mtu readers <<<"$cfg"
@@ -268,47 +295,55 @@ for cfg in "${cfgs[@]}"; do
     done
   fi
 
-  for ((h = 1; h <= hosts; h++)); do
-    "$CLUSTER" start "$h" --dir "$dir" -- "${DSMD_ARGS[@]}" >>"$WORK/c$idx-up.log" 2>&1 \
-      || { tail -n 30 "$dir/h$h.log" >&2 || true; die "dsmd on host $h did not start for $label"; }
-  done
-
   copies=1  # memif links carry one copy per reader
   [[ $device != memif ]] || copies=$readers
-  for f in "${fracs[@]}"; do
-    run=$WORK/c$idx-f$f
-    board=$dir/board-f$f
-    rpids=()
-    peers=()
-    for ((r = 0; r < readers; r++)); do
-      h=$((r + 2))
-      "$CLUSTER" exec "$h" --dir "$dir" -- "$BENCH" reader --socket "$dir/h$h.sock" --board "$board" \
-        --id "$r" --timeout-s 60 >"$run-reader$r.log" 2>&1 &
-      rpids+=($!)
-      BG_PIDS+=($!)
-      peers+=(--peer-socket "$dir/h$h.sock")
-    done
-    rc=0
-    "$CLUSTER" exec 1 --dir "$dir" -- timeout --kill-after=5 $((SECONDS_PER_RUN + 240)) "$BENCH" writer \
-      --socket "$dir/h1.sock" --board "$board" --readers "$readers" "${peers[@]}" \
-      --size "$SIZE" --fraction "$f" --rounds "$ROUNDS" --seconds "$SECONDS_PER_RUN" --window "$WINDOW" --gap-ms "$GAP_MS" \
-      --reader-buffers "$BUFFERS" \
-      --timeout-s 60 --dsmctl "$DSMCTL" --raw-json "$raw_uni" "${mcast_args[@]}" \
-      --label "$label" --device "$device" --mtu "$mtu" --json "$run.json" --copies "$copies" \
-      >"$run-writer.log" 2>&1 &
-    wpid=$!
-    BG_PIDS+=("$wpid")
-    wait "$wpid" || rc=$?   # in the background, so that a signal reaches our trap at once
-    wait_bounded 70 "${rpids[@]}"
-    if [[ ! -s $run.json ]]; then
-      # The writer died before writing anything: a record so the table says so.
-      err=$(tail -n 3 "$run-writer.log" | tr '\n"\\' '  /')
-      printf '{"tool":"dsm-bench","status":"failed","error":"writer exit %d: %s","config":{"label":"%s","fraction":%s}}\n' \
-        "$rc" "$err" "$label" "$f" >"$run.json"
+  for loss in "${losses[@]}"; do
+    stop_daemons "$dir" "$hosts"
+    fault_args=()
+    loss_label=""
+    if [[ $loss != 0 ]]; then
+      fault_args=(--fault-drop "$loss" --fault-seed "$idx")
+      loss_label=" loss$(awk -v l="$loss" 'BEGIN { printf "%g", l * 100 }')%"
     fi
-    sed 's/^/  /' "$run-writer.log"
-    for ((r = 0; r < readers; r++)); do sed 's/^/  /' "$run-reader$r.log"; done
-    RESULTS+=("$run.json")
+    for ((h = 1; h <= hosts; h++)); do
+      "$CLUSTER" start "$h" --dir "$dir" -- "${DSMD_ARGS[@]}" "${fault_args[@]}" >>"$WORK/c$idx-up.log" 2>&1 \
+        || { tail -n 30 "$dir/h$h.log" >&2 || true; die "dsmd on host $h did not start for $label"; }
+    done
+    for f in "${fracs[@]}"; do
+      run=$WORK/c$idx-l$loss-f$f
+      board=$dir/board-l$loss-f$f
+      rpids=()
+      peers=()
+      for ((r = 0; r < readers; r++)); do
+        h=$((r + 2))
+        "$CLUSTER" exec "$h" --dir "$dir" -- "$BENCH" reader --socket "$dir/h$h.sock" --board "$board" \
+          --id "$r" --timeout-s 60 >"$run-reader$r.log" 2>&1 &
+        rpids+=($!)
+        BG_PIDS+=($!)
+        peers+=(--peer-socket "$dir/h$h.sock")
+      done
+      rc=0
+      "$CLUSTER" exec 1 --dir "$dir" -- timeout --kill-after=5 $((SECONDS_PER_RUN + 240)) "$BENCH" writer \
+        --socket "$dir/h1.sock" --board "$board" --readers "$readers" "${peers[@]}" \
+        --size "$SIZE" --fraction "$f" --rounds "$ROUNDS" --seconds "$SECONDS_PER_RUN" --window "$WINDOW" --gap-ms "$GAP_MS" \
+        --reader-buffers "$BUFFERS" \
+        --timeout-s 60 --dsmctl "$DSMCTL" --raw-json "$raw_uni" "${mcast_args[@]}" \
+        --label "$label$loss_label" --device "$device" --mtu "$mtu" --loss "$loss" --json "$run.json" --copies "$copies" \
+        >"$run-writer.log" 2>&1 &
+      wpid=$!
+      BG_PIDS+=("$wpid")
+      wait "$wpid" || rc=$?   # in the background, so that a signal reaches our trap at once
+      wait_bounded 70 "${rpids[@]}"
+      if [[ ! -s $run.json ]]; then
+        # The writer died before writing anything: a record so the table says so.
+        err=$(tail -n 3 "$run-writer.log" | tr '\n"\\' '  /')
+        printf '{"tool":"dsm-bench","status":"failed","error":"writer exit %d: %s","config":{"label":"%s","fraction":%s}}\n' \
+          "$rc" "$err" "$label" "$f" >"$run.json"
+      fi
+      sed 's/^/  /' "$run-writer.log"
+      for ((r = 0; r < readers; r++)); do sed 's/^/  /' "$run-reader$r.log"; done
+      RESULTS+=("$run.json")
+    done
   done
 
   "$CLUSTER" down --keep-logs --dir "$dir" >/dev/null 2>&1 || echo "$prog: warning: cluster down failed for $dir" >&2

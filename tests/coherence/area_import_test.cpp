@@ -200,8 +200,9 @@ TEST_F(AreaImportTest, FramesItCannotUseAreAckedAtMostOncePerGap) {
 TEST_F(AreaImportTest, ATransferThatStopsComingIsNackedWithWhatItLacksAfterTheQuiet) {
   const Bytes v5 = RandomContent(5);
   const Frames frames = MakeFrames(All(), v5, 5, 0, true, 1, kFrameBytes);
+  const size_t last = frames.size() - 1;  // its last frame does not come either
   for (size_t i = 0; i < frames.size(); ++i) {
-    if (i != 2 && i != 5 && i != 6) import_.OnData(frames[i], kT0);
+    if (i != 2 && i != 5 && i != 6 && i != last) import_.OnData(frames[i], kT0);
   }
   EXPECT_FALSE(import_.Turn(kT0 + kParams.nack_after_ns));
   EXPECT_TRUE(host_.acks.empty());
@@ -210,16 +211,54 @@ TEST_F(AreaImportTest, ATransferThatStopsComingIsNackedWithWhatItLacksAfterTheQu
   const FakeReplicaHost::Ack& nack = host_.acks[0];
   EXPECT_TRUE(nack.holds_nothing) << "no version yet: not an ack of version 0";
   EXPECT_EQ(nack.assembling_version, 5u);
-  ASSERT_EQ(nack.missing.size(), 2u);
+  ASSERT_EQ(nack.missing.size(), 3u);
   EXPECT_EQ(nack.missing[0].first, 2u);
   EXPECT_EQ(nack.missing[0].count, 1u);
   EXPECT_EQ(nack.missing[1].first, 5u);
   EXPECT_EQ(nack.missing[1].count, 2u);
+  EXPECT_EQ(nack.missing[2].first, last);
   // Not again until another quiet period.
   EXPECT_FALSE(import_.Turn(kT0 + kParams.nack_after_ns + 2));
   EXPECT_TRUE(import_.Turn(kT0 + 2 * kParams.nack_after_ns + 2));
   EXPECT_EQ(host_.acks.size(), 2u);
-  for (size_t i : {2, 5, 6}) import_.OnData(frames[i], kT0 + 3 * kParams.nack_after_ns);
+  for (size_t i : {size_t{2}, size_t{5}, size_t{6}, last}) {
+    import_.OnData(frames[i], kT0 + 3 * kParams.nack_after_ns);
+  }
+  EXPECT_EQ(host_.published, (std::vector<uint64_t>{5}));
+  EXPECT_EQ(host_.buffers[1], v5);
+}
+
+// Frames of a transfer arrive in the order they were sent, and resends in
+// ascending order: once the last frame of a pass came (the transfer's last,
+// or the last one a NACK asked for), what is missing before it was lost, and
+// is asked for after a short quiet (nack_after_tail_ns). When that last frame
+// is lost too, the full quiet (nack_after_ns) decides.
+TEST_F(AreaImportTest, GapsBeforeThePassesLastFrameAreNackedAfterAShortQuiet) {
+  const Bytes v5 = RandomContent(5);
+  const Frames frames = MakeFrames(All(), v5, 5, 0, true, 1, kFrameBytes);
+  const uint64_t tail = kParams.nack_after_tail_ns;
+  for (size_t i = 0; i < frames.size(); ++i) {
+    if (i != 3 && i != 7) import_.OnData(frames[i], kT0);
+  }
+  EXPECT_FALSE(import_.Turn(kT0 + tail));
+  EXPECT_TRUE(import_.Turn(kT0 + tail + 1));
+  ASSERT_EQ(host_.acks.size(), 1u);
+  ASSERT_EQ(host_.acks[0].missing.size(), 2u);
+  EXPECT_EQ(host_.acks[0].missing[0].first, 3u);
+  EXPECT_EQ(host_.acks[0].missing[1].first, 7u);
+  // Of the resends, 3 is lost again and 7 (the pass's last) comes.
+  const uint64_t t1 = kT0 + 2 * tail;
+  import_.OnData(frames[7], t1);
+  EXPECT_FALSE(import_.Turn(t1 + tail));
+  EXPECT_TRUE(import_.Turn(t1 + tail + 1));
+  ASSERT_EQ(host_.acks.size(), 2u);
+  ASSERT_EQ(host_.acks[1].missing.size(), 1u);
+  EXPECT_EQ(host_.acks[1].missing[0].first, 3u);
+  // Lost once more, and it was the pass's last: the full quiet decides.
+  EXPECT_FALSE(import_.Turn(t1 + kParams.nack_after_ns));
+  EXPECT_TRUE(import_.Turn(t1 + tail + kParams.nack_after_ns + 2));
+  EXPECT_EQ(host_.acks.size(), 3u);
+  import_.OnData(frames[3], t1 + 2 * kParams.nack_after_ns);
   EXPECT_EQ(host_.published, (std::vector<uint64_t>{5}));
   EXPECT_EQ(host_.buffers[1], v5);
 }
