@@ -24,18 +24,18 @@ struct SyncParams {
   // (3-host training: 1/3 of DATA frames were such resends; 10 ms cut them
   // 6-10x and raised samples/s by 22%).
   uint64_t nack_after_ns = 10'000'000;
-  // A NACK lists at most this many missing ranges of frames, in as many ACK
-  // frames as it takes (wire::kMaxMissingRanges each). A 64 MiB version at
-  // 5% loss misses ~2,300 single frames of its ~46,000 at MTU 1500: asking
-  // for them 64 at a time took ~36 NACK rounds (~0.5 s of quiet alone).
-  uint32_t nack_max_ranges = 1024;
   // ... but frames of a transfer arrive in the order they were sent (late
   // or not), and resends in ascending order too: once the last frame of a
   // pass has arrived (the transfer's last, or the last one a NACK asked
   // for), a gap before it is loss, not lateness, and is asked for after this
-  // much quiet. At 1% loss almost every 64 MiB f = 1% version (~460 frames)
+  // much quiet. At 1% loss almost every 64 MiB f = 1% version (~550 frames)
   // loses one; waiting the full quiet for each cut goodput to 0.2-0.3x.
   uint64_t nack_after_tail_ns = 1'000'000;
+  // A NACK lists at most this many missing ranges of frames, in as many ACK
+  // frames as it takes (wire::kMaxMissingRanges each). A 64 MiB version at
+  // 5% loss misses ~2,500 single frames of its ~50,000 at MTU 1500: asking
+  // for them 64 at a time took ~40 NACK rounds (~0.4 s of quiet alone).
+  uint32_t nack_max_ranges = 1024;
   // Frames handed to the transport per area and loop turn before other work
   // gets a turn (new transfers and resends alike); also the device backlog
   // above which no more are framed.

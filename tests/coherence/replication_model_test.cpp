@@ -932,7 +932,7 @@ TEST(ReplicationModelTest, AHostCutOffIsSentNothingWhileDownAndCatchesUpOnceBack
 
 // A 64 MiB area at 5% loss (and the default duplicates, reordering and
 // corruption), the writer changing 1% or all of its lines every round while
-// the last host subscribes: ~46,000 frames a whole transfer at MTU 1500, so a
+// the last host subscribes: ~50,000 frames a whole transfer at MTU 1500, so a
 // first version almost never arrives whole in one pass and must be completed
 // by repairing what is missing while newer versions are collected. Every
 // replica must end on the writer's last version byte for byte.
