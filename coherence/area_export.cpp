@@ -252,6 +252,13 @@ bool AreaExport::Turn(uint64_t now_ns) {
       worked = true;
     }
     if (!source_lost_ && sender_.NextTransfer(now_ns, hold, &sending_)) {
+      // What its hosts asked for of earlier transfers is not sent any more:
+      // frames of an older transfer arriving amid this one's would only
+      // make a receiver switch back to it.
+      for (uint16_t h : sending_.hosts) {
+        auto r = resends_.find(h);
+        if (r != resends_.end() && r->second.transfer_id != sending_.transfer_id) resends_.erase(r);
+      }
       send_started_ns_ = now_ns;
       const wire::DataFrameWriter writer(out_->max_frame_bytes(), wire::Header{});
       plan_ = writer.MakePlan(*sending_.lines);
@@ -298,6 +305,9 @@ void AreaExport::OnAck(uint16_t host, uint64_t complete_version, bool holds_noth
     sender_.OnLostTransfer(host, transfer_id);
     return;
   }
+  // A newer transfer is on its way to the host (the report crossed it):
+  // frames of this one would only make the host switch back to it.
+  if (!sender_.InFlight(host, transfer_id)) return;
   // Queued, to go as the device takes them (Turn): a NACK may list a whole
   // version's frames, more than the device holds at once.
   const uint32_t frames = sent->second.second.frames();

@@ -35,6 +35,7 @@ wire::DropReason AreaImport::OnData(const wire::Frame& frame, uint64_t now_ns) {
   // is out).
   if (target_ < 0 && receiver_.changed().Empty()) Aim(false);
   const ReplicaReceiver::Result res = receiver_.OnData(frame, now_ns);
+  if (res.drop == wire::DropReason::kNone) progress_ns_ = now_ns;
   if (res.completed) {
     ++counters_->versions_received;
     SendAck(now_ns, /*every_missing=*/false);  // first: the sender may move on while we copy locally
@@ -102,8 +103,48 @@ void AreaImport::SendAck(uint64_t now_ns, bool every_missing) {
   }
 }
 
+void AreaImport::OnWriterLatest(uint64_t latest, uint64_t now_ns) {
+  // Heard again after a silence (a cut, a restart): the stall clock starts
+  // now, as frames could not have come meanwhile.
+  if (!writer_latest_known_ || now_ns - writer_latest_ns_ > params_.resync_after_ns / 4) {
+    heard_since_ns_ = now_ns;
+  }
+  writer_latest_ = latest;
+  writer_latest_ns_ = now_ns;
+  writer_latest_known_ = true;
+}
+
+bool AreaImport::Stuck(uint64_t now_ns) const {
+  // Only against a recent listing: a writer's host that fell silent is
+  // judged by membership, not here.
+  if (!writer_latest_known_ || now_ns - writer_latest_ns_ > params_.resync_after_ns) return false;
+  if (receiver_.has_base() && receiver_.complete_version() == writer_latest_) return false;
+  return now_ns - std::max(progress_ns_, heard_since_ns_) > params_.resync_after_ns;
+}
+
+void AreaImport::Resync(uint64_t now_ns) {
+  receiver_.Reset();
+  pass_open_ = false;
+  pass_transfer_ = 0;
+  pass_version_ = 0;
+  progress_ns_ = now_ns;
+  ++counters_->resyncs;
+  SendAck(now_ns, /*every_missing=*/false);  // holds nothing: the whole area comes
+}
+
 bool AreaImport::Turn(uint64_t now_ns) {
-  if (receiver_.publish_pending()) return Publish(now_ns);
+  if (!progress_started_) {
+    progress_started_ = true;
+    progress_ns_ = now_ns;
+  }
+  if (receiver_.publish_pending()) {
+    progress_ns_ = now_ns;  // waiting for local readers, not stuck
+    return Publish(now_ns);
+  }
+  if (Stuck(now_ns)) {
+    Resync(now_ns);
+    return true;
+  }
   // Received into the staging copy for want of a free buffer: look again.
   if (target_ < 0 && !receiver_.assembling()) Aim(true);
   if (!receiver_.assembling()) return false;

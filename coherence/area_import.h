@@ -64,6 +64,7 @@ struct ImportCounters {
   uint64_t versions_received = 0;
   uint64_t versions_received_in_place = 0;  // frames went straight to the published buffer
   uint64_t acks_out = 0;
+  uint64_t resyncs = 0;  // replicas that made no progress and asked for the whole area anew
 };
 
 class AreaImport {
@@ -83,6 +84,10 @@ class AreaImport {
   // DATA claiming versions above this is refused: the writer's host
   // advertises its latest version (plus SyncParams::version_slack).
   void set_version_limit(uint64_t limit) { receiver_.set_version_limit(limit); }
+  // The writer's host lists `latest` as the area's newest version (its
+  // directory, heard at `now_ns`): Turn compares it with the replica's.
+  void OnWriterLatest(uint64_t latest, uint64_t now_ns);
+  uint64_t writer_latest() const { return writer_latest_; }
 
   const ReplicaReceiver& receiver() const { return receiver_; }
   const VersionPublisher& publisher() const { return publisher_; }
@@ -101,6 +106,12 @@ class AreaImport {
   // one assembled: `every_missing` (a NACK after the quiet), every range up to
   // SyncParams::nack_max_ranges in several ACK frames; else one frame's worth.
   void SendAck(uint64_t now_ns, bool every_missing);
+  // No progress for SyncParams::resync_after_ns while the writer's host
+  // lists another version: whether to start over from the whole area.
+  bool Stuck(uint64_t now_ns) const;
+  // Forgets what was assembled and the versions seen, and asks the writer's
+  // host for the whole area (an ACK holding nothing).
+  void Resync(uint64_t now_ns);
 
   SyncParams params_;
   ImportHost* host_;
@@ -116,6 +127,14 @@ class AreaImport {
   uint32_t pass_last_seq_ = 0;
   bool pass_open_ = false;
   std::vector<wire::SeqRange> missing_;  // SendAck's scratch
+  // Progress: the last accepted frame or completion (or the start, or the
+  // last resync), and the writer's latest as its host last listed it.
+  uint64_t progress_ns_ = 0;
+  bool progress_started_ = false;
+  uint64_t writer_latest_ = 0;
+  uint64_t writer_latest_ns_ = 0;
+  uint64_t heard_since_ns_ = 0;  // listings came without a long gap since
+  bool writer_latest_known_ = false;
 };
 
 }  // namespace dsm

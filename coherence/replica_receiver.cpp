@@ -51,6 +51,14 @@ ReplicaReceiver::Result ReplicaReceiver::OnData(const wire::Frame& frame, uint64
     r.drop = DropReason::kStaleVersion;
     return r;
   }
+  // An older transfer of the version assembled (a resend that crossed the
+  // newer one, or another host's): the newer one replaced it. Ids increase
+  // per sender (serial-number order).
+  if (assembling_ && h.version == version_ &&
+      static_cast<int32_t>(h.transfer_id - transfer_) < 0) {
+    r.drop = DropReason::kStaleVersion;
+    return r;
+  }
   if (!assembling_ || h.version != version_ || h.transfer_id != transfer_) {
     assembling_ = true;
     version_ = h.version;
@@ -94,6 +102,17 @@ ReplicaReceiver::Result ReplicaReceiver::OnData(const wire::Frame& frame, uint64
 void ReplicaReceiver::Published() {
   publish_pending_ = false;
   changed_.Clear();
+}
+
+void ReplicaReceiver::Reset() {
+  if (publish_pending_) return;
+  has_base_ = false;
+  complete_ = 0;
+  max_applied_ = 0;
+  assembling_ = false;
+  received_count_ = 0;
+  // Lines already staged stay marked: the whole-area transfer that follows
+  // overwrites them, and the staging target does not move meanwhile.
 }
 
 size_t ReplicaReceiver::MissingRanges(wire::SeqRange* out, size_t max) const {

@@ -40,6 +40,9 @@ class ReplicaReceiver {
 
   // The completed version was published locally; new transfers may apply.
   void Published();
+  // Forgets every version seen and what is assembled (not a pending
+  // publish): the next transfer must carry the whole area, at any version.
+  void Reset();
   bool publish_pending() const { return publish_pending_; }
   // Lines staged since the last local publish.
   const LineSet& changed() const { return changed_; }

@@ -189,6 +189,11 @@ bool ReplicaSender::AwaitingAcks(uint64_t now_ns, uint64_t rto_ns) const {
   return false;
 }
 
+bool ReplicaSender::InFlight(uint16_t host, uint32_t transfer_id) const {
+  auto it = hosts_.find(host);
+  return it != hosts_.end() && it->second->in_flight && it->second->transfer_id == transfer_id;
+}
+
 uint64_t ReplicaSender::acked(uint16_t host) const {
   auto it = hosts_.find(host);
   return it == hosts_.end() ? 0 : it->second->acked;

@@ -103,6 +103,9 @@ class ReplicaSender {
   // not move yet.
   bool AwaitingAcks(uint64_t now_ns, uint64_t rto_ns) const;
   uint64_t acked(uint16_t host) const;
+  // Whether `transfer_id` is the transfer `host` is being sent (not
+  // acknowledged yet): reports of missing frames of any other are stale.
+  bool InFlight(uint16_t host, uint32_t transfer_id) const;
   // The newest version every subscribed host that is up is known to hold (0
   // if one holds none yet; UINT64_MAX with none): what a writer freeing the
   // area waits for, so its last versions are not lost to the other hosts.

@@ -46,6 +46,14 @@ struct SyncParams {
   // its frames can still be resent.
   uint64_t loss_memory_ns = 10'000'000'000;
   uint32_t loss_memory_transfers = 16;
+  // A replica that accepts no frame and completes no version for this long,
+  // while the writer's host lists a version other than its complete one
+  // (newer, or older: a forged frame took it ahead), drops what it assembles
+  // and its idea of the versions seen and asks for the whole area anew
+  // (AreaImport::Resync): no state a frame can put a replica into is
+  // permanent. Transfers that progress, however slowly, accept frames;
+  // a replica waiting for local readers to free a buffer is not stuck.
+  uint64_t resync_after_ns = 2'000'000'000;
   // DATA claiming a version this far beyond the writer host's advertised
   // latest is dropped (directory listings lag by at most their interval; no
   // writer publishes a million versions in that time).

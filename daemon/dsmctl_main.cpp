@@ -190,6 +190,7 @@ json Counters(const Daemon& d) {
           {"pins_yielded", c.pins_yielded},
           {"acks_in", c.acks_in},
           {"acks_out", c.acks_out},
+          {"replica_resyncs", c.replica_resyncs},
           {"tx_frames", c.tx_frames},
           {"tx_bytes", c.tx_bytes},
           {"tx_dropped", c.tx_dropped},

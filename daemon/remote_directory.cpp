@@ -98,6 +98,7 @@ void RemoteSync::OnDirectory(const wire::Frame& f, uint16_t host, uint64_t now_n
       // A forged frame claiming a version far beyond what the writer's host
       // advertises would pin the replica there (every real version looking old).
       r->area->set_version_limit(d.latest_version + params_.version_slack);
+      r->area->OnWriterLatest(d.latest_version, now_ns);
       directory_->SetReplicaWriterAlive(r->local_index,
                                         d.state == static_cast<uint32_t>(AreaState::kLive));
       AreaControl& a = segment_->areas[r->local_index];

@@ -103,6 +103,7 @@ void RemoteSync::PublishTransportCounters() {
   stats_.versions_received = import_counters_.versions_received;
   stats_.versions_received_in_place = import_counters_.versions_received_in_place;
   stats_.acks_out = import_counters_.acks_out;
+  stats_.replica_resyncs = import_counters_.resyncs;
   const net::TransportStats t = transport_->stats();
   stats_.tx_frames = t.tx_frames;
   stats_.tx_bytes = t.tx_bytes;
@@ -212,7 +213,15 @@ bool RemoteSync::Poll(uint64_t now_ns) {
       last_activity_ns_ = now_ns;
     }
   }
-  for (auto& r : replicas_) worked |= r->area->Turn(now_ns);
+  for (auto& r : replicas_) {
+    const uint64_t resyncs = import_counters_.resyncs;
+    worked |= r->area->Turn(now_ns);
+    if (import_counters_.resyncs != resyncs) {
+      spdlog::warn("replica '{}' of host {} made no progress while its writer's host listed version "
+                   "{}: asking for the whole area anew",
+                   r->name, r->origin_host, r->area->writer_latest());
+    }
+  }
   worked |= transport_->Flush() > 0;
   // Every turn (a copy of a few counters), so dsmctl's frame and byte counts
   // agree with the daemon's own at any moment.

@@ -24,18 +24,46 @@ FaultInjector::FaultInjector(std::unique_ptr<Transport> inner, const FaultConfig
     faults_.reorder /= sum;
     faults_.corrupt /= sum;
   }
+  drop_only_ = faults_.drop > 0 && faults_.duplicate == 0 && faults_.reorder == 0 &&
+               faults_.corrupt == 0;
   staged_.resize(inner_->max_payload_bytes());
 }
 
 uint8_t* FaultInjector::Reserve(Destination dest) {
   staged_dest_ = dest;
   reserved_ = true;
-  return staged_.data();
+  return drop_only_ ? inner_->Reserve(dest) : staged_.data();
+}
+
+bool FaultInjector::DrawDrop() {
+  if (uniform_(rng_) >= faults_.drop) return false;
+  ++faults_stats_.faults_dropped;
+  return true;  // not committed: the inner transport's next Reserve abandons it
+}
+
+std::unique_ptr<TailHold> FaultInjector::NewTailHold() {
+  return drop_only_ ? inner_->NewTailHold() : nullptr;
+}
+
+void FaultInjector::CommitWithTail(uint8_t* reserved, size_t head_bytes,
+                                   std::span<const uint8_t> tail, TailHold* hold) {
+  if (!drop_only_) return Transport::CommitWithTail(reserved, head_bytes, tail, hold);
+  if (!reserved_) return;
+  reserved_ = false;
+  if (!DrawDrop()) inner_->CommitWithTail(reserved, head_bytes, tail, hold);
+}
+
+size_t FaultInjector::DropTails(TailHold* hold) {
+  return drop_only_ ? inner_->DropTails(hold) : 0;
 }
 
 void FaultInjector::Commit(size_t payload_bytes) {
   if (!reserved_) return;
   reserved_ = false;
+  if (drop_only_) {
+    if (!DrawDrop()) inner_->Commit(payload_bytes);
+    return;
+  }
   // Oversized payloads go through unchanged so the inner transport drops and counts them.
   const size_t bytes = payload_bytes;
   const size_t staged_bytes = std::min(payload_bytes, staged_.size());

@@ -5,7 +5,10 @@
 // [0, drop) dropped, then duplicate, reorder, corrupt in that order (so the
 // probabilities must sum to at most 1; larger sums are scaled down). Payloads
 // are staged in the decorator (one copy) because a duplicate or a held-back
-// frame must outlive the inner transport's buffer. A reordered frame is held
+// frame must outlive the inner transport's buffer; when only drops are asked
+// for, frames go straight through (tails read in place included), so a run
+// with loss costs what the same run without the injector costs, less what it
+// drops. A reordered frame is held
 // back and sent right after the next frame that is sent, whenever that is
 // (even after a Flush); it counts as reordered then, when it has been
 // overtaken. Several frames in a row may be held; they keep their order.
@@ -29,6 +32,10 @@ class FaultInjector final : public Transport {
   size_t max_payload_bytes() const override { return inner_->max_payload_bytes(); }
   uint8_t* Reserve(Destination dest) override;
   void Commit(size_t payload_bytes) override;
+  std::unique_ptr<TailHold> NewTailHold() override;
+  void CommitWithTail(uint8_t* reserved, size_t head_bytes, std::span<const uint8_t> tail,
+                      TailHold* hold) override;
+  size_t DropTails(TailHold* hold) override;
   size_t Flush() override { return inner_->Flush(); }
   size_t tx_backlog() const override { return inner_->tx_backlog(); }
   size_t Poll(size_t max, const RxFn& fn) override { return inner_->Poll(max, fn); }
@@ -42,10 +49,13 @@ class FaultInjector final : public Transport {
     std::vector<uint8_t> payload;
   };
   void Send(const Destination& dest, const uint8_t* payload, size_t bytes);
+  // One draw per frame: whether drop-only mode drops it (counted).
+  bool DrawDrop();
   void ReleaseHeld();
 
   std::unique_ptr<Transport> inner_;
   FaultConfig faults_;
+  bool drop_only_ = false;  // frames pass through to the inner transport
   std::mt19937_64 rng_;
   std::uniform_real_distribution<double> uniform_{0.0, 1.0};
   Destination staged_dest_;

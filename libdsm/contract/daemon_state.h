@@ -45,6 +45,8 @@ struct RemoteCounters {
                           // with the next version, not as resends)
   uint64_t tx_tail_frames;  // frames whose lines the device read in place from the
                             // pinned buffer (not copied into the frame first)
+  uint64_t replica_resyncs;  // replicas that made no progress while their writer's host
+                             // listed another version, and asked for the whole area anew
 };
 
 // What dsmd knows of each host of the cluster.

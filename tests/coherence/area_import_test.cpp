@@ -301,5 +301,99 @@ TEST(AreaImportNackTest, ANackListsEveryMissingRangeInAsManyAcksAsItTakes) {
   }
 }
 
+// One forged frame claiming a far newer version (within what the version
+// limit lets through) would make every genuine frame look stale for good.
+// A replica that accepts nothing while the writer's host lists another
+// version starts over from the whole area after resync_after_ns.
+TEST_F(AreaImportTest, AReplicaStuckBehindAForgedVersionResyncsFromTheWholeArea) {
+  const Bytes v5 = ReceiveFirstVersion();
+  const uint64_t wait = kParams.resync_after_ns;
+  // The forged frame: one of two frames of a delta to "version 900".
+  const Bytes forged = Rewrite(v5, {7}, 0xf0);
+  const Frames bogus = MakeFrames(Lines({7, 900}), forged, 900, 5, false, 99,
+                                  wire::DataFrameWriter::kMinFrameBytes);
+  ASSERT_EQ(bogus.size(), 2u);
+  EXPECT_EQ(import_.OnData(bogus[0], kT0 + 1), wire::DropReason::kNone);
+  // The genuine version 6 is refused as stale, again and again.
+  const Bytes v6 = Rewrite(v5, {3, 400}, 0x66);
+  const Frames genuine = MakeFrames(Lines({3, 400}), v6, 6, 5, false, 2, kFrameBytes);
+  uint64_t t = kT0 + 2;
+  for (; t < kT0 + wait; t += wait / 8) {
+    import_.OnWriterLatest(6, t);
+    for (size_t i = 0; i < genuine.size(); ++i) {
+      EXPECT_EQ(import_.OnData(genuine[i], t), wire::DropReason::kStaleVersion);
+    }
+    import_.Turn(t);
+  }
+  EXPECT_EQ(counters_.resyncs, 0u) << "not before resync_after_ns";
+  const size_t acks_before = host_.acks.size();
+  // A whole bound since the listing first came (kT0 + 2) with nothing accepted.
+  import_.OnWriterLatest(6, kT0 + wait + 3);
+  EXPECT_TRUE(import_.Turn(kT0 + wait + 3));
+  EXPECT_EQ(counters_.resyncs, 1u);
+  ASSERT_GT(host_.acks.size(), acks_before);
+  EXPECT_TRUE(host_.acks.back().holds_nothing) << "asks for the whole area";
+  EXPECT_FALSE(import_.receiver().has_base());
+  // The writer's host sends the whole area at version 6: published, exact.
+  Deliver(import_, MakeFrames(All(), v6, 6, 0, true, 3, kFrameBytes), kT0 + wait + 4);
+  EXPECT_EQ(host_.published, (std::vector<uint64_t>{5, 6}));
+  EXPECT_EQ(host_.buffers[host_.latest], v6);
+}
+
+// Not stuck: a replica waiting for local readers to free a buffer, a slow
+// transfer that keeps accepting frames, and one whose writer's host was not
+// heard for a while (the stall clock starts when it is heard again).
+TEST(AreaImportResyncTest, WaitingForReadersSlowTransfersAndSilencesAreNotStalls) {
+  const uint64_t wait = kParams.resync_after_ns;
+  {
+    FakeReplicaHost host(2);
+    ImportCounters counters;
+    host.pinned = 0b10;  // readers hold the only spare
+    AreaImport import(kArea, 2, kParams, &host, &counters);
+    Deliver(import, MakeFrames(All(), RandomContent(5), 5, 0, true, 1, kFrameBytes), kT0);
+    ASSERT_TRUE(import.receiver().publish_pending());
+    for (uint64_t t = kT0; t <= kT0 + 3 * wait; t += wait / 4) {
+      import.OnWriterLatest(9, t);
+      import.Turn(t);
+    }
+    EXPECT_EQ(counters.resyncs, 0u) << "waiting for readers";
+  }
+  {
+    FakeReplicaHost host(2);
+    ImportCounters counters;
+    AreaImport import(kArea, 2, kParams, &host, &counters);
+    const Bytes v5 = RandomContent(5);
+    const Frames frames = MakeFrames(All(), v5, 5, 0, true, 1, kFrameBytes);
+    uint64_t t = kT0;
+    for (size_t i = 0; i < frames.size(); ++i, t += wait / 2) {
+      import.OnWriterLatest(5, t);
+      import.Turn(t);
+      import.OnData(frames[i], t);
+    }
+    EXPECT_EQ(counters.resyncs, 0u) << "a frame every half bound is progress";
+    EXPECT_EQ(host.published, (std::vector<uint64_t>{5}));
+  }
+  {
+    FakeReplicaHost host(2);
+    ImportCounters counters;
+    AreaImport import(kArea, 2, kParams, &host, &counters);
+    import.Turn(kT0);
+    import.OnWriterLatest(5, kT0);
+    import.Turn(kT0 + wait / 8);
+    // Nothing heard for 3 bounds (a cut), then a listing: not stuck yet.
+    import.OnWriterLatest(5, kT0 + 3 * wait);
+    EXPECT_FALSE(import.Turn(kT0 + 3 * wait + 1));
+    EXPECT_EQ(counters.resyncs, 0u);
+    for (uint64_t t = kT0 + 3 * wait; t <= kT0 + 4 * wait; t += wait / 8) {
+      import.OnWriterLatest(5, t);
+      import.Turn(t);
+    }
+    EXPECT_EQ(counters.resyncs, 0u);
+    import.OnWriterLatest(5, kT0 + 4 * wait + 2);
+    import.Turn(kT0 + 4 * wait + 2);
+    EXPECT_EQ(counters.resyncs, 1u) << "a whole bound heard without a frame";
+  }
+}
+
 }  // namespace
 }  // namespace dsm

@@ -191,40 +191,80 @@ const json* FindArea(const json& j, bool replica) {
   return nullptr;
 }
 
-struct Case {
-  std::string name;
-  int from;               // host whose namespace (and MAC) sends
-  std::string args;       // raw_frame_tool arguments after the addresses
-  std::string counter;    // on host 2
+// Replica equals origin: stops the writer's publishing, waits until both
+// hosts show its last version, and compares their content hashes; the reader
+// then sees that version, never saw a torn snapshot, never went back.
+void ExpectReplicaEqualsOrigin(const VirtualCluster& cluster, Board* b) {
+  b->stop_publishing = true;
+  ASSERT_TRUE(WaitFor([&] { return b->writer_stopped.load(); }, 10000));
+  const uint64_t last = b->writer_version.load();
+  json o, r;
+  const auto deadline = Clock::now() + std::chrono::seconds(20);
+  bool settled = false;
+  while (!settled && Clock::now() < deadline) {
+    const json j1 = cluster.Dsmctl(1);
+    const json j2 = cluster.Dsmctl(2);
+    const json* a1 = FindArea(j1, false);
+    const json* a2 = FindArea(j2, true);
+    if (a1 && a2) {
+      o = *a1;
+      r = *a2;
+      settled = !o["content"].is_null() && !r["content"].is_null() &&
+                o["content"]["version"].get<uint64_t>() == last &&
+                r["content"]["version"].get<uint64_t>() == last;
+    }
+    if (!settled) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ASSERT_TRUE(settled) << "versions did not meet at " << last << ": host 1 " << o.dump()
+                       << " host 2 " << r.dump();
+  EXPECT_EQ(o["content"]["xxh3"], r["content"]["xxh3"])
+      << "replica on host 2 differs from host 1 at version " << last;
+  std::printf("version %lu: host 1 xxh3 %s, host 2 xxh3 %s\n", static_cast<unsigned long>(last),
+              o["content"]["xxh3"].get<std::string>().c_str(),
+              r["content"]["xxh3"].get<std::string>().c_str());
+  EXPECT_TRUE(WaitFor([&] { return b->reader_version.load() == last; }, 10000));
+  EXPECT_EQ(b->reader_torn.load(), 0u);
+  EXPECT_EQ(b->reader_backwards.load(), 0u);
+}
+
+// The writer on host 1 and the reader on host 2 of one test: stopped and
+// reaped however the test ends (an early ASSERT).
+struct Replication {
+  explicit Replication(Board* board) : b(board) {}
+  ~Replication() {
+    b->exit = true;
+    b->stop_publishing = true;
+    Reap(reader, 30000);  // Reap of -1 (already reaped) returns at once
+    Reap(writer, 30000);
+  }
+  // Both exit 0 once told to.
+  void ExpectCleanExit() {
+    b->exit = true;
+    EXPECT_EQ(Reap(reader, 30000), 0);
+    reader = -1;
+    EXPECT_EQ(Reap(writer, 30000), 0);
+    writer = -1;
+  }
+  Board* b;
+  pid_t writer = -1;
+  pid_t reader = -1;
 };
 
-TEST(BadFrames, EachIsDroppedAndCountedAndTheDaemonKeepsServing) {
-  if (const std::string why = MultihostUnavailableReason(); !why.empty()) GTEST_SKIP() << why;
-  const std::string tool = ToolPath();
-  ASSERT_EQ(access(tool.c_str(), X_OK), 0) << "raw_frame_tool not found at " << tool
-                                           << " (set DSM_RAW_FRAME_TOOL)";
-  VirtualCluster cluster(3);
-  ASSERT_TRUE(cluster.ok());
-
-  Shared<Board> b;
-  const pid_t writer = Spawn([&] { return RunWriter(cluster.socket(1), &*b); });
-  // Children are stopped and reaped however the test ends (an early ASSERT).
-  struct Cleanup {
-    Board* b;
-    pid_t writer, reader;
-    ~Cleanup() {
-      b->exit = true;
-      b->stop_publishing = true;
-      Reap(reader, 30000);  // Reap of -1 (already reaped) returns at once
-      Reap(writer, 30000);
-    }
-  } cleanup{&*b, writer, -1};
+// Starts the writer and the reader, waits until the reader is well past
+// version 1 (so that version 1 is "from the past" on host 2), and gives the
+// raw_frame_tool arguments that name the area as host 2 knows it.
+struct AreaRef {
+  uint32_t index = 0;
+  uint32_t generation = 0;
+  std::string incarnation;  // host 1's, as host 2 believes it (hex)
+  std::string args;         // --incarnation, --area-index and --area-generation
+};
+void StartReplication(const VirtualCluster& cluster, Replication* run, AreaRef* area) {
+  Board* b = run->b;
+  run->writer = Spawn([&] { return RunWriter(cluster.socket(1), b); });
   ASSERT_TRUE(WaitFor([&] { return b->allocated.load(); }, 20000)) << "writer did not allocate";
-  const pid_t reader = Spawn([&] { return RunReader(cluster.socket(2), &*b); });
-  cleanup.reader = reader;
-
+  run->reader = Spawn([&] { return RunReader(cluster.socket(2), b); });
   ASSERT_TRUE(WaitFor([&] { return b->attached.load(); }, 30000)) << "reader did not attach";
-  // Well past version 1, so that version 1 is "from the past" on host 2.
   ASSERT_TRUE(WaitFor([&] { return b->reader_version.load() >= 20; }, 30000))
       << "reader on host 2 stuck at version " << b->reader_version.load();
 
@@ -246,14 +286,42 @@ TEST(BadFrames, EachIsDroppedAndCountedAndTheDaemonKeepsServing) {
   // Frames "from host 1" carry its daemon's incarnation, as host 2 believes it:
   // with any other they would be refused before anything else is checked.
   std::string incarnation;
-  const json seen_by_2 = cluster.Dsmctl(2);  // alive for the whole loop
+  const json seen_by_2 = cluster.Dsmctl(2);
   for (const json& h : seen_by_2["hosts"]) {
     if (h["id"].get<int>() == 1) incarnation = h["incarnation"].get<std::string>();
   }
   ASSERT_FALSE(incarnation.empty() || incarnation == "00000000") << "host 2 never heard host 1";
-  const std::string area = " --incarnation " + incarnation + " --area-index " +
-                           std::to_string(index) + " --area-generation " +
-                           std::to_string(generation);
+  area->index = index;
+  area->generation = generation;
+  area->incarnation = incarnation;
+  area->args = " --incarnation " + incarnation + " --area-index " + std::to_string(index) +
+               " --area-generation " + std::to_string(generation);
+}
+
+struct Case {
+  std::string name;
+  int from;               // host whose namespace (and MAC) sends
+  std::string args;       // raw_frame_tool arguments after the addresses
+  std::string counter;    // on host 2
+};
+
+TEST(BadFrames, EachIsDroppedAndCountedAndTheDaemonKeepsServing) {
+  if (const std::string why = MultihostUnavailableReason(); !why.empty()) GTEST_SKIP() << why;
+  const std::string tool = ToolPath();
+  ASSERT_EQ(access(tool.c_str(), X_OK), 0) << "raw_frame_tool not found at " << tool
+                                           << " (set DSM_RAW_FRAME_TOOL)";
+  VirtualCluster cluster(3);
+  ASSERT_TRUE(cluster.ok());
+
+  Shared<Board> b;
+  Replication run(&*b);
+  AreaRef ref;
+  StartReplication(cluster, &run, &ref);
+  if (HasFatalFailure()) return;
+  const std::string& area = ref.args;
+  const std::string& incarnation = ref.incarnation;
+  const uint32_t index = ref.index;
+  const uint32_t generation = ref.generation;
   const std::string future = " --full --version " + std::to_string(kFutureVersion);
   const std::vector<Case> cases = {
       {"truncated: UDP payload shorter than a header", 1, "--case truncated" + area,
@@ -335,38 +403,7 @@ TEST(BadFrames, EachIsDroppedAndCountedAndTheDaemonKeepsServing) {
       << "reader on host 2 stopped at version " << b->reader_version.load() << " (writer at "
       << b->writer_version.load() << ")";
 
-  // Replica equals origin: stop publishing, then wait until both hosts show the
-  // writer's last version, and compare their content hashes.
-  b->stop_publishing = true;
-  ASSERT_TRUE(WaitFor([&] { return b->writer_stopped.load(); }, 10000));
-  const uint64_t last = b->writer_version.load();
-  json o, r;
-  const auto deadline = Clock::now() + std::chrono::seconds(20);
-  bool settled = false;
-  while (!settled && Clock::now() < deadline) {
-    const json j1 = cluster.Dsmctl(1);
-    const json j2 = cluster.Dsmctl(2);
-    const json* a1 = FindArea(j1, false);
-    const json* a2 = FindArea(j2, true);
-    if (a1 && a2) {
-      o = *a1;
-      r = *a2;
-      settled = !o["content"].is_null() && !r["content"].is_null() &&
-                o["content"]["version"].get<uint64_t>() == last &&
-                r["content"]["version"].get<uint64_t>() == last;
-    }
-    if (!settled) std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  ASSERT_TRUE(settled) << "versions did not meet at " << last << ": host 1 " << o.dump()
-                       << " host 2 " << r.dump();
-  EXPECT_EQ(o["content"]["xxh3"], r["content"]["xxh3"])
-      << "replica on host 2 differs from host 1 at version " << last;
-  std::printf("version %lu: host 1 xxh3 %s, host 2 xxh3 %s\n", static_cast<unsigned long>(last),
-              o["content"]["xxh3"].get<std::string>().c_str(),
-              r["content"]["xxh3"].get<std::string>().c_str());
-  EXPECT_TRUE(WaitFor([&] { return b->reader_version.load() == last; }, 10000));
-  EXPECT_EQ(b->reader_torn.load(), 0u);
-  EXPECT_EQ(b->reader_backwards.load(), 0u);
+  ExpectReplicaEqualsOrigin(cluster, &*b);
 
   const json final2 = cluster.Dsmctl(2);
   ASSERT_FALSE(final2.is_discarded());
@@ -374,11 +411,61 @@ TEST(BadFrames, EachIsDroppedAndCountedAndTheDaemonKeepsServing) {
   EXPECT_TRUE(final2["daemon_alive"].get<bool>());
   std::printf("host 2 counters: %s\n", final2["counters"].dump().c_str());
 
-  b->exit = true;
-  EXPECT_EQ(Reap(reader, 30000), 0);
-  cleanup.reader = -1;
-  EXPECT_EQ(Reap(writer, 30000), 0);
-  cleanup.writer = -1;
+  run.ExpectCleanExit();
+}
+
+// One forged frame, checksum and incarnation right, claiming a version far
+// ahead of the writer (but within what the writer's listing lets through):
+// host 2 starts assembling it and refuses every genuine frame as older. The
+// replica made no progress while host 1 listed newer versions, so within
+// SyncParams::resync_after_ns (2 s) it drops that state and asks for the
+// whole area anew; the reader moves on and ends equal to the origin.
+TEST(BadFrames, AForgedVersionAheadOfTheWriterHealsWithinTheResyncBound) {
+  if (const std::string why = MultihostUnavailableReason(); !why.empty()) GTEST_SKIP() << why;
+  const std::string tool = ToolPath();
+  ASSERT_EQ(access(tool.c_str(), X_OK), 0) << "raw_frame_tool not found at " << tool
+                                           << " (set DSM_RAW_FRAME_TOOL)";
+  constexpr int kResyncAfterMs = 2000;  // SyncParams::resync_after_ns
+  constexpr int kHealMarginMs = 3000;   // a directory round, a whole-area transfer, a loaded host
+  VirtualCluster cluster(3);
+  ASSERT_TRUE(cluster.ok());
+  Shared<Board> b;
+  Replication run(&*b);
+  AreaRef ref;
+  StartReplication(cluster, &run, &ref);
+  if (HasFatalFailure()) return;
+  const std::string& area = ref.args;
+  const json before = cluster.Dsmctl(2);
+  const uint64_t forged = b->writer_version.load() + 100000;
+  const std::string cmd = tool + " --from 1 --to 2 --count 1 --case data" + area +
+                          " --version " + std::to_string(forged) +
+                          " --base-version 0 --transfer-id 4242 --frame-count 2 --seq 0" +
+                          " --first-line 5 --line-count 1";
+  const auto sent = Clock::now();
+  ASSERT_EQ(cluster.Exec(1, cmd), 0) << cmd;
+  // It took: the reader stops while the writer goes on.
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  const uint64_t stuck = b->reader_version.load();
+  const uint64_t writer_then = b->writer_version.load();
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  EXPECT_EQ(b->reader_version.load(), stuck) << "the forged frame had no effect (the test no "
+                                                "longer reproduces the stuck replica)";
+  EXPECT_GT(b->writer_version.load(), writer_then);
+  // Healed within the bound.
+  ASSERT_TRUE(WaitFor([&] { return b->reader_version.load() > stuck + 5; },
+                      kResyncAfterMs + kHealMarginMs))
+      << "replica on host 2 still at version " << b->reader_version.load() << " (writer at "
+      << b->writer_version.load() << ")";
+  const double healed_ms =
+      std::chrono::duration<double, std::milli>(Clock::now() - sent).count();
+  const json after = cluster.Dsmctl(2);
+  EXPECT_GE(Counter(after, "replica_resyncs"), Counter(before, "replica_resyncs") + 1);
+  std::printf("forged version %lu: replica stuck at %lu, moving again %.0f ms after the frame; "
+              "counters that moved:%s\n",
+              static_cast<unsigned long>(forged), static_cast<unsigned long>(stuck), healed_ms,
+              Deltas(before, after).c_str());
+  ExpectReplicaEqualsOrigin(cluster, &*b);
+  run.ExpectCleanExit();
 }
 
 }  // namespace

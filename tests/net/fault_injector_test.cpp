@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <memory>
+#include <span>
 #include <vector>
 
 #include "net/transport.h"
@@ -38,12 +40,25 @@ class FakeTransport final : public Transport {
     sent_->push_back({dest_, std::vector<uint8_t>(buffer_, buffer_ + bytes)});
     ++stats_.tx_frames;
   }
+  // Tails are passed by reference when a hold is given: recorded as such.
+  struct Hold final : TailHold {
+    size_t frames_in_use() const override { return 0; }
+  };
+  std::unique_ptr<TailHold> NewTailHold() override { return std::make_unique<Hold>(); }
+  void CommitWithTail(uint8_t* reserved, size_t head_bytes, std::span<const uint8_t> tail,
+                      TailHold* hold) override {
+    if (hold == nullptr) return Transport::CommitWithTail(reserved, head_bytes, tail, hold);
+    sent_->push_back({dest_, std::vector<uint8_t>(buffer_, buffer_ + head_bytes)});
+    tails.push_back(tail.data());
+    ++stats_.tx_frames;
+  }
   size_t Flush() override { return 0; }
   size_t Poll(size_t, const RxFn&) override { return 0; }
   void WaitForFrames(uint32_t) override {}
   TransportStats stats() const override { return stats_; }
 
   bool full = false;
+  std::vector<const uint8_t*> tails;  // of frames committed with a hold
 
  private:
   std::vector<SentFrame>* sent_;
@@ -185,6 +200,45 @@ TEST(FaultInjectorTest, ProbabilitiesAboveOneAreScaled) {
   ExpectRate(stats.faults_dropped, 0.5, 20000, "drop");
   ExpectRate(stats.faults_duplicated, 0.5, 20000, "duplicate");
   EXPECT_EQ(sent.size(), 2 * stats.faults_duplicated);
+}
+
+// With drops only, frames go straight to the inner transport: written in
+// its buffer, tails read in place where it offers a hold. The loss a test
+// injects then costs no copy of its own.
+TEST(FaultInjectorTest, DropsAlonePassFramesAndTailsThroughUncopied) {
+  std::vector<SentFrame> sent;
+  auto fake = std::make_unique<FakeTransport>(&sent);
+  FakeTransport* raw = fake.get();
+  FaultConfig faults;
+  faults.drop = 0.3;
+  auto t = WithFaults(std::move(fake), faults);
+  std::unique_ptr<TailHold> hold = t->NewTailHold();
+  ASSERT_NE(hold, nullptr) << "the inner transport's hold";
+  static const uint8_t kTail[256] = {7};
+  constexpr uint32_t kFrames = 4000;
+  for (uint32_t i = 0; i < kFrames; ++i) {
+    uint8_t* p = t->Reserve(Destination::Host(1));
+    ASSERT_NE(p, nullptr);
+    Fill(p, i);
+    if (i % 2 == 0) {
+      t->Commit(kPayloadBytes);
+    } else {
+      t->CommitWithTail(p, kPayloadBytes, std::span<const uint8_t>(kTail), hold.get());
+    }
+  }
+  const TransportStats stats = t->stats();
+  ExpectRate(stats.faults_dropped, 0.3, kFrames, "drop");
+  EXPECT_EQ(sent.size() + stats.faults_dropped, kFrames);
+  EXPECT_EQ(stats.faults_duplicated + stats.faults_reordered + stats.faults_corrupted, 0u);
+  ASSERT_FALSE(raw->tails.empty());
+  for (const uint8_t* tail : raw->tails) EXPECT_EQ(tail, kTail) << "the tail was copied";
+  uint32_t last = 0;
+  for (const SentFrame& f : sent) {
+    uint32_t index = 0;
+    ASSERT_TRUE(Intact(f.payload, &index));
+    EXPECT_GE(index, last) << "order kept";
+    last = index;
+  }
 }
 
 TEST(FaultInjectorTest, InnerFailuresAndOversizedPayloadsAreCountedByTheInner) {
