@@ -123,7 +123,8 @@ bool AreaImport::Stuck(uint64_t now_ns) const {
 }
 
 void AreaImport::Resync(uint64_t now_ns) {
-  receiver_.Reset();
+  // The writer ships nothing older than what its host listed.
+  receiver_.Reset(writer_latest_);
   pass_open_ = false;
   pass_transfer_ = 0;
   pass_version_ = 0;

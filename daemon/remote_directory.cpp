@@ -2,6 +2,7 @@
 // and which replicas here lost their origin area for good.
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "coherence/version_publisher.h"
@@ -92,15 +93,14 @@ void RemoteSync::OnDirectory(const wire::Frame& f, uint16_t host, uint64_t now_n
     d.name[kMaxNameBytes - 1] = '\0';
     entries[d.name] = {d, now_ns};
     listed.push_back({uint32_t{d.area_index}, uint32_t{d.area_generation}});
-    if (d.state == static_cast<uint32_t>(AreaState::kLive)) RetireReplicasNamedLike(d, host);
+    if (d.state == static_cast<uint32_t>(AreaState::kLive)) RetireReplicasNamedLike(d, host, now_ns);
     // A replica that holds the writer's latest version is as fresh as the writer says.
     if (Replica* r = FindReplica(host, d.area_index, d.area_generation)) {
       // A forged frame claiming a version far beyond what the writer's host
       // advertises would pin the replica there (every real version looking old).
       r->area->set_version_limit(d.latest_version + params_.version_slack);
       r->area->OnWriterLatest(d.latest_version, now_ns);
-      directory_->SetReplicaWriterAlive(r->local_index,
-                                        d.state == static_cast<uint32_t>(AreaState::kLive));
+      SetWriterAlive(*r, d.state == static_cast<uint32_t>(AreaState::kLive), now_ns);
       AreaControl& a = segment_->areas[r->local_index];
       if (r->host->named() && UnpackLatest(a.latest.load()).version >= d.latest_version) {
         a.confirmed_ns.store(now_ns > d.confirmed_age_ns ? now_ns - d.confirmed_age_ns : 0);
@@ -114,7 +114,8 @@ void RemoteSync::OnDirectory(const wire::Frame& f, uint16_t host, uint64_t now_n
 }
 
 void RemoteSync::OnWholeListing(uint16_t host, const std::set<DirectoryRounds::AreaId>& areas) {
-  // Entries of areas the host no longer has go too: attach must not find them.
+  // `areas`: listed by either of the host's last two whole rounds. Entries of
+  // areas it no longer has go too: attach must not find them.
   std::erase_if(remote_dir_[host], [&](const auto& kv) {
     const wire::DirectoryEntry& e = kv.second.entry;
     return areas.count({uint32_t{e.area_index}, uint32_t{e.area_generation}}) == 0;
@@ -130,7 +131,17 @@ void RemoteSync::OnWholeListing(uint16_t host, const std::set<DirectoryRounds::A
   }
 }
 
-void RemoteSync::RetireReplicasNamedLike(const wire::DirectoryEntry& entry, uint16_t host) {
+void RemoteSync::SetWriterAlive(Replica& r, bool alive, uint64_t now_ns) {
+  directory_->SetReplicaWriterAlive(r.local_index, alive);
+  if (alive) {
+    r.writer_gone_since_ns = 0;
+  } else if (r.writer_gone_since_ns == 0) {
+    r.writer_gone_since_ns = std::max<uint64_t>(now_ns, 1);
+  }
+}
+
+void RemoteSync::RetireReplicasNamedLike(const wire::DirectoryEntry& entry, uint16_t host,
+                                         uint64_t now_ns) {
   for (size_t i = replicas_.size(); i-- > 0;) {
     const Replica& r = *replicas_[i];
     if (r.name != entry.name) continue;
@@ -138,8 +149,10 @@ void RemoteSync::RetireReplicasNamedLike(const wire::DirectoryEntry& entry, uint
         r.origin_generation == entry.area_generation) {
       continue;  // the same area
     }
-    // Two live areas of one name on two hosts: the one replicated here stays.
-    if (segment_->areas[r.local_index].state.load() == static_cast<uint32_t>(AreaState::kLive)) {
+    // Two live areas of one name on two hosts: the one replicated here stays;
+    // and so does one whose writer was gone only briefly (one forged listing).
+    if (segment_->areas[r.local_index].state.load() == static_cast<uint32_t>(AreaState::kLive) ||
+        r.writer_gone_since_ns == 0 || now_ns - r.writer_gone_since_ns < kNameTakeoverAfterNs) {
       continue;
     }
     RetireReplica(i, false, "a new area took its name");

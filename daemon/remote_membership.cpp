@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "daemon/remote_sync.h"
+#include "libdsm/contract/clock.h"
 
 namespace dsm {
 
@@ -52,7 +53,7 @@ void RemoteSync::OnMembershipEvent(uint16_t host, Membership::Event e) {
 void RemoteSync::OnHostUp(uint16_t host) {
   spdlog::info("host {} is up (incarnation {:08x})", host, membership_->incarnation(host));
   for (auto& r : replicas_) {
-    if (r->origin_host == host) directory_->SetReplicaWriterAlive(r->local_index, true);
+    if (r->origin_host == host) SetWriterAlive(*r, true, MonotonicNs());
   }
   // Same incarnation (it was only silent): what it missed goes now.
   for (auto& [index, e] : exports_) e.area->SetHostUp(host, true);
@@ -61,7 +62,7 @@ void RemoteSync::OnHostUp(uint16_t host) {
 void RemoteSync::OnHostDown(uint16_t host) {
   spdlog::warn("host {} is down", host);
   for (auto& r : replicas_) {
-    if (r->origin_host == host) directory_->SetReplicaWriterAlive(r->local_index, false);
+    if (r->origin_host == host) SetWriterAlive(*r, false, MonotonicNs());
   }
   // It stays subscribed, but is sent nothing and holds nothing back (the
   // writer's free, the shadow) until it is heard from again.

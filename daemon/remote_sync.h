@@ -97,6 +97,7 @@ class RemoteSync {
     std::unique_ptr<ShmImportHost> host;
     std::unique_ptr<AreaImport> area;
     uint64_t subscribed_ns = 0;
+    uint64_t writer_gone_since_ns = 0;  // 0: its writer is alive, as last heard
   };
   struct RemoteEntry {
     wire::DirectoryEntry entry;
@@ -159,7 +160,10 @@ class RemoteSync {
   void OnWholeListing(uint16_t host, const std::set<DirectoryRounds::AreaId>& areas);
   // `entry` of `host` is a live area: a replica here that holds its name
   // for an area whose writer is gone gives the name up.
-  void RetireReplicasNamedLike(const wire::DirectoryEntry& entry, uint16_t host);
+  void RetireReplicasNamedLike(const wire::DirectoryEntry& entry, uint16_t host, uint64_t now_ns);
+  // Whether a replica's writer is alive (its host's listing, membership),
+  // for local readers and for how long it has been gone.
+  void SetWriterAlive(Replica& r, bool alive, uint64_t now_ns);
 
   DaemonConfig config_;
   ClusterConfig cluster_;

@@ -81,8 +81,15 @@ bool ReaderArea::Switch(uint32_t buffer) {
   return MapFresh(buffer);
 }
 
+bool ReaderArea::Behind() const {
+  const uint64_t latest = control_->latest.load();
+  return buffer_ == kNoBuffer ? (latest >> 8) > version_ : latest != PackLatest(version_, buffer_);
+}
+
 int ReaderArea::MoveToLatest() {
-  if (buffer_ != kNoBuffer && (control_->latest.load() >> 8) <= version_) return DSM_OK;
+  // Any other latest version is followed, a lower one too: a replica that
+  // resynced after a forged version publishes the writer's numbers again.
+  if (!Behind()) return DSM_OK;
   LatestVersion latest{};
   if (!PinLatest(*control_, slot_, buffer_, &latest)) {
     return Fail(DSM_ERR_BUSY, "could not pin the newest version of '{}': the writer replaced it "

@@ -19,7 +19,9 @@ class ReaderArea {
   ~ReaderArea();
 
   // Whether a newer complete version exists than the one mapped. Lock-free.
-  bool Behind() const { return (control_->latest.load() >> 8) > version_; }
+  // The area's latest version is not the one this process maps: a newer one,
+  // or (a replica that resynced after a forged version) another.
+  bool Behind() const;
   // Maps the newest complete version. DSM_OK, DSM_ERR_BUSY (the writer kept
   // replacing it; try again later) or DSM_ERR_SYSTEM.
   int MoveToLatest();

@@ -334,6 +334,10 @@ TEST_F(AreaImportTest, AReplicaStuckBehindAForgedVersionResyncsFromTheWholeArea)
   ASSERT_GT(host_.acks.size(), acks_before);
   EXPECT_TRUE(host_.acks.back().holds_nothing) << "asks for the whole area";
   EXPECT_FALSE(import_.receiver().has_base());
+  // Older than what the writer's host listed: not the writer's (a forged
+  // whole-area frame would otherwise be taken, any version, after a resync).
+  const Frames old_full = MakeFrames(All(), forged, 3, 0, true, 9, kFrameBytes);
+  EXPECT_EQ(import_.OnData(old_full[0], kT0 + wait + 4), wire::DropReason::kStaleVersion);
   // The writer's host sends the whole area at version 6: published, exact.
   Deliver(import_, MakeFrames(All(), v6, 6, 0, true, 3, kFrameBytes), kT0 + wait + 4);
   EXPECT_EQ(host_.published, (std::vector<uint64_t>{5, 6}));

@@ -9,16 +9,21 @@
 //
 // --from/--to fill in MACs and IPv4s of cluster hosts (02:00:c6:12:00:0H,
 // 198.18.0.H) and the header's source_host/dest_host; --src-ip and the other
-// explicit options override them. Exit status 0 when every frame was sent.
+// explicit options override them. --case storm sends --count forged frames of
+// every type (storm_frames.h), drawn from --seed, around --version and an
+// area of --area-lines lines. Exit status 0 when every frame was sent.
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstdio>
 #include <exception>
+#include <optional>
+#include <random>
 #include <string>
 #include <thread>
 
 #include "coherence/wire_format.h"
 #include "tests/multihost/raw_frame_sender.h"
+#include "tests/multihost/storm_frames.h"
 
 namespace rf = dsm::testing::rawframe;
 
@@ -49,7 +54,7 @@ int main(int argc, char** argv) {
   app.add_option("--dst-ip", dst_ip, "Destination IPv4 (overrides --to)");
   app.add_option("--port", port, "UDP source and destination port")->capture_default_str();
   app.add_option("--case", case_name,
-                 "data, truncated, oversized, bad_checksum, bad_magic or bad_version")
+                 "data, truncated, oversized, bad_checksum, bad_magic, bad_version or storm")
       ->capture_default_str();
   app.add_option("--source-host", source_host, "Header source_host (default: --from)")
       ->check(CLI::Range(0, 65535));
@@ -78,6 +83,10 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0, 10000000))
       ->capture_default_str();
   app.add_flag("--dry-run", dry_run, "Print the frame in hex instead of sending it");
+  uint64_t seed = 1;
+  uint32_t area_lines = 1024;
+  app.add_option("--seed", seed, "storm: seed of the forged frames")->capture_default_str();
+  app.add_option("--area-lines", area_lines, "storm: lines of the area")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   try {
     spec.incarnation = static_cast<uint32_t>(std::stoul(incarnation, nullptr, 16));
@@ -86,7 +95,9 @@ int main(int argc, char** argv) {
     return 2;
   }
 
-  const auto mutation = rf::ParseMutation(case_name);
+  const bool storm = case_name == "storm";
+  const auto mutation = storm ? std::optional<rf::Mutation>(rf::Mutation::kNone)
+                              : rf::ParseMutation(case_name);
   if (!mutation) {
     std::fprintf(stderr, "raw_frame_tool: unknown --case '%s'\n", case_name.c_str());
     return 2;
@@ -139,8 +150,13 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "raw_frame_tool: %s\n", error.c_str());
     return 1;
   }
+  std::mt19937_64 rng(seed);
+  rf::DataSpec storm_base = spec;
+  storm_base.first_line = 0;
+  storm_base.line_count = area_lines;
   for (uint32_t i = 0; i < count; ++i) {
-    const auto frame = rf::BuildEthernetFrame(a, static_cast<uint16_t>(i + 1), payload);
+    const auto frame = rf::BuildEthernetFrame(
+        a, static_cast<uint16_t>(i + 1), storm ? rf::BuildStormPayload(storm_base, &rng) : payload);
     if (!sender.Send(frame, &error)) {
       std::fprintf(stderr, "raw_frame_tool: frame %u of %u: %s\n", i + 1, count, error.c_str());
       return 1;
@@ -150,7 +166,7 @@ int main(int argc, char** argv) {
     }
   }
   std::printf("raw_frame_tool: sent %u x %s (%zu-byte payload) %s/%s -> %s/%s on %s\n", count,
-              rf::MutationName(*mutation), payload.size(), rf::FormatMac(a.src_mac).c_str(),
+              storm ? "storm" : rf::MutationName(*mutation), payload.size(), rf::FormatMac(a.src_mac).c_str(),
               rf::FormatIpv4(a.src_ipv4).c_str(), rf::FormatMac(a.dst_mac).c_str(),
               rf::FormatIpv4(a.dst_ipv4).c_str(), iface.c_str());
   return 0;
