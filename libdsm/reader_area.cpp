@@ -83,7 +83,7 @@ bool ReaderArea::Switch(uint32_t buffer) {
 
 bool ReaderArea::Behind() const {
   const uint64_t latest = control_->latest.load();
-  return buffer_ == kNoBuffer ? (latest >> 8) > version_ : latest != PackLatest(version_, buffer_);
+  return buffer_ == kNoBuffer || latest != PackLatest(version_, buffer_);
 }
 
 int ReaderArea::MoveToLatest() {
