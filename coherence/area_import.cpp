@@ -35,7 +35,10 @@ wire::DropReason AreaImport::OnData(const wire::Frame& frame, uint64_t now_ns) {
   // is out).
   if (target_ < 0 && receiver_.changed().Empty()) Aim(false);
   const ReplicaReceiver::Result res = receiver_.OnData(frame, now_ns);
-  if (res.drop == wire::DropReason::kNone) progress_ns_ = now_ns;
+  if (res.drop == wire::DropReason::kNone) {
+    progress_ns_ = now_ns;
+    progress_started_ = true;
+  }
   if (res.completed) {
     ++counters_->versions_received;
     SendAck(now_ns, /*every_missing=*/false);  // first: the sender may move on while we copy locally
@@ -123,8 +126,7 @@ bool AreaImport::Stuck(uint64_t now_ns) const {
 }
 
 void AreaImport::Resync(uint64_t now_ns) {
-  // The writer ships nothing older than what its host listed.
-  receiver_.Reset(writer_latest_);
+  receiver_.Reset();
   pass_open_ = false;
   pass_transfer_ = 0;
   pass_version_ = 0;
@@ -144,6 +146,12 @@ bool AreaImport::Turn(uint64_t now_ns) {
   }
   if (Stuck(now_ns)) {
     Resync(now_ns);
+    return true;
+  }
+  if (!receiver_.assembling() && receiver_.has_base() && writer_latest_known_ &&
+      writer_latest_ > receiver_.complete_version() &&
+      now_ns - std::max(progress_ns_, last_ack_ns_) > params_.reack_after_ns) {
+    SendAck(now_ns, /*every_missing=*/false);  // where we are, again
     return true;
   }
   // Received into the staging copy for want of a free buffer: look again.

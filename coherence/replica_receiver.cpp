@@ -29,7 +29,7 @@ ReplicaReceiver::Result ReplicaReceiver::OnData(const wire::Frame& frame, uint64
       return r;
     }
   }
-  if (h.version > version_limit_ || (!has_base_ && h.version < floor_)) {
+  if (h.version > version_limit_) {
     r.drop = DropReason::kStaleVersion;
     return r;
   }
@@ -104,9 +104,8 @@ void ReplicaReceiver::Published() {
   changed_.Clear();
 }
 
-void ReplicaReceiver::Reset(uint64_t floor) {
+void ReplicaReceiver::Reset() {
   if (publish_pending_) return;
-  floor_ = floor;
   has_base_ = false;
   complete_ = 0;
   max_applied_ = 0;

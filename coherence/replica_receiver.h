@@ -41,9 +41,10 @@ class ReplicaReceiver {
   // The completed version was published locally; new transfers may apply.
   void Published();
   // Forgets every version seen and what is assembled (not a pending
-  // publish): the next transfer must carry the whole area, at `floor` or
-  // later (what the writer's host listed: anything older is not its).
-  void Reset(uint64_t floor);
+  // publish): the next transfer must carry the whole area, at any version
+  // (the writer ships its collected version, which may be older than what
+  // its host lists as latest).
+  void Reset();
   bool publish_pending() const { return publish_pending_; }
   // Lines staged since the last local publish.
   const LineSet& changed() const { return changed_; }
@@ -82,7 +83,6 @@ class ReplicaReceiver {
   std::vector<uint64_t> received_;  // bit per seq
   uint64_t last_frame_ns_ = 0;
   uint64_t version_limit_ = UINT64_MAX;
-  uint64_t floor_ = 0;  // until a version completes: older ones are refused
 };
 
 }  // namespace dsm

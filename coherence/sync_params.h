@@ -46,6 +46,12 @@ struct SyncParams {
   // its frames can still be resent.
   uint64_t loss_memory_ns = 10'000'000'000;
   uint32_t loss_memory_transfers = 16;
+  // A replica that assembles nothing and heard no frame for this long while
+  // the writer's host lists a newer version than its complete one repeats
+  // its ACK: a lost ACK of its last completion would otherwise hold the
+  // writer's next version back for a whole retransmission timeout (seconds
+  // for a 64 MiB transfer, whose timeout grows with its sending time).
+  uint64_t reack_after_ns = 50'000'000;
   // A replica that accepts no frame and completes no version for this long,
   // while the writer's host lists a version other than its complete one
   // (newer, or older: a forged frame took it ahead), drops what it assembles

@@ -334,14 +334,30 @@ TEST_F(AreaImportTest, AReplicaStuckBehindAForgedVersionResyncsFromTheWholeArea)
   ASSERT_GT(host_.acks.size(), acks_before);
   EXPECT_TRUE(host_.acks.back().holds_nothing) << "asks for the whole area";
   EXPECT_FALSE(import_.receiver().has_base());
-  // Older than what the writer's host listed: not the writer's (a forged
-  // whole-area frame would otherwise be taken, any version, after a resync).
-  const Frames old_full = MakeFrames(All(), forged, 3, 0, true, 9, kFrameBytes);
-  EXPECT_EQ(import_.OnData(old_full[0], kT0 + wait + 4), wire::DropReason::kStaleVersion);
   // The writer's host sends the whole area at version 6: published, exact.
   Deliver(import_, MakeFrames(All(), v6, 6, 0, true, 3, kFrameBytes), kT0 + wait + 4);
   EXPECT_EQ(host_.published, (std::vector<uint64_t>{5, 6}));
   EXPECT_EQ(host_.buffers[host_.latest], v6);
+}
+
+// A lost ACK of the last completion would hold the writer's next version
+// back for its whole retransmission timeout: a replica the writer's host
+// lists as behind, assembling nothing, says where it is again.
+TEST_F(AreaImportTest, AReplicaListedAsBehindRepeatsItsAckWhenNothingComes) {
+  ReceiveFirstVersion();
+  const size_t acks = host_.acks.size();
+  const uint64_t gap = kParams.reack_after_ns;
+  import_.OnWriterLatest(5, kT0 + 1);
+  EXPECT_FALSE(import_.Turn(kT0 + 2 * gap)) << "not behind: nothing to say";
+  import_.OnWriterLatest(8, kT0 + 2 * gap);
+  EXPECT_TRUE(import_.Turn(kT0 + 2 * gap + 1));
+  ASSERT_EQ(host_.acks.size(), acks + 1);
+  EXPECT_EQ(host_.acks.back().complete_version, 5u);
+  EXPECT_FALSE(host_.acks.back().holds_nothing);
+  EXPECT_FALSE(import_.Turn(kT0 + 3 * gap)) << "once per reack_after_ns";
+  EXPECT_TRUE(import_.Turn(kT0 + 3 * gap + 2));
+  EXPECT_EQ(host_.acks.size(), acks + 2);
+  EXPECT_EQ(counters_.resyncs, 0u);
 }
 
 // Not stuck: a replica waiting for local readers to free a buffer, a slow
