@@ -305,6 +305,18 @@ void StartReplication(const VirtualCluster& cluster, Replication* run, AreaRef* 
                " --area-generation " + std::to_string(generation);
 }
 
+// SyncParams::resync_after_ns: a stuck replica starts over after this.
+constexpr int kResyncAfterMs = 2000;
+
+// The raw frame tool is there and the cluster up; then StartReplication.
+void StartReplicationWithTool(const VirtualCluster& cluster, const std::string& tool,
+                              Replication* run, AreaRef* area) {
+  ASSERT_EQ(access(tool.c_str(), X_OK), 0) << "raw_frame_tool not found at " << tool
+                                           << " (set DSM_RAW_FRAME_TOOL)";
+  ASSERT_TRUE(cluster.ok());
+  StartReplication(cluster, run, area);
+}
+
 struct Case {
   std::string name;
   int from;               // host whose namespace (and MAC) sends
@@ -430,16 +442,12 @@ TEST(BadFrames, EachIsDroppedAndCountedAndTheDaemonKeepsServing) {
 TEST(BadFrames, AForgedVersionAheadOfTheWriterHealsWithinTheResyncBound) {
   if (const std::string why = MultihostUnavailableReason(); !why.empty()) GTEST_SKIP() << why;
   const std::string tool = ToolPath();
-  ASSERT_EQ(access(tool.c_str(), X_OK), 0) << "raw_frame_tool not found at " << tool
-                                           << " (set DSM_RAW_FRAME_TOOL)";
-  constexpr int kResyncAfterMs = 2000;  // SyncParams::resync_after_ns
-  constexpr int kHealMarginMs = 3000;   // a directory round, a whole-area transfer, a loaded host
+  constexpr int kHealMarginMs = 3000;  // a directory round, a whole-area transfer, a loaded host
   VirtualCluster cluster(3);
-  ASSERT_TRUE(cluster.ok());
   Shared<Board> b;
   Replication run(&*b);
   AreaRef ref;
-  StartReplication(cluster, &run, &ref);
+  StartReplicationWithTool(cluster, tool, &run, &ref);
   if (HasFatalFailure()) return;
   const std::string& area = ref.args;
   const json before = cluster.Dsmctl(2);
@@ -486,16 +494,12 @@ TEST(BadFrames, AForgedVersionAheadOfTheWriterHealsWithinTheResyncBound) {
 TEST(BadFrames, AStormOfForgedFramesLeavesTheReplicaEqualToItsOriginWithinTheBound) {
   if (const std::string why = MultihostUnavailableReason(); !why.empty()) GTEST_SKIP() << why;
   const std::string tool = ToolPath();
-  ASSERT_EQ(access(tool.c_str(), X_OK), 0) << "raw_frame_tool not found at " << tool
-                                           << " (set DSM_RAW_FRAME_TOOL)";
-  constexpr int kResyncAfterMs = 2000;  // SyncParams::resync_after_ns
-  constexpr int kHealMarginMs = 5000;   // directory rounds, a whole-area transfer, a loaded host
+  constexpr int kHealMarginMs = 5000;  // directory rounds, a whole-area transfer, a loaded host
   VirtualCluster cluster(3);
-  ASSERT_TRUE(cluster.ok());
   Shared<Board> b;
   Replication run(&*b);
   AreaRef ref;
-  StartReplication(cluster, &run, &ref);
+  StartReplicationWithTool(cluster, tool, &run, &ref);
   if (HasFatalFailure()) return;
   const json before = cluster.Dsmctl(2);
   std::string incarnation3;

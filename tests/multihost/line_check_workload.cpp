@@ -287,20 +287,27 @@ int RunWriter(const std::string& socket, const Options& o, Board* b) {
   return b->writer_rc = dsm_fini() == DSM_OK ? 0 : 15;
 }
 
-int RunReader(const std::string& socket, int id, const Options& o, Board* b) {
-  ReaderReport& r = b->readers[id];
-  if (!Init(socket)) return 20;
+// Waits for the writer to reach the joining step (if any), then attaches,
+// timing dsm_attach. Returns 0, 1 (the attach failed or the size is wrong) or
+// 3 (the writer never reached the step).
+int JoinAndAttach(const Options& o, Board* b, const void** p, int* attach_rc, uint64_t* attach_ns) {
   if (o.readers_join_at_step > 0 &&
       !WaitFor([&] { return b->writer_step.load() >= o.readers_join_at_step || b->writer_done; },
                kAttachTimeoutMs)) {
-    return 23;
+    return 3;
   }
-  const void* p = nullptr;
   size_t size = 0;
   const uint64_t attach_start = NowNs();
-  r.attach_rc = dsm_attach(o.area_name.c_str(), kAttachTimeoutMs, &p, &size);
-  r.attach_ns = NowNs() - attach_start;
-  if (r.attach_rc != DSM_OK || size != o.area_bytes) return 21;
+  *attach_rc = dsm_attach(o.area_name.c_str(), kAttachTimeoutMs, p, &size);
+  *attach_ns = NowNs() - attach_start;
+  return *attach_rc != DSM_OK || size != o.area_bytes ? 1 : 0;
+}
+
+int RunReader(const std::string& socket, int id, const Options& o, Board* b) {
+  ReaderReport& r = b->readers[id];
+  if (!Init(socket)) return 20;
+  const void* p = nullptr;
+  if (const int rc = JoinAndAttach(o, b, &p, &r.attach_rc, &r.attach_ns); rc != 0) return 20 + rc;
   ++b->readers_attached;
   const auto* bytes = static_cast<const uint8_t*>(p);
   Model model(o);
@@ -364,17 +371,8 @@ int RunReader(const std::string& socket, int id, const Options& o, Board* b) {
 int RunWatcher(const std::string& socket, int id, const Options& o, Board* b) {
   WatcherReport& w = b->watchers[id];
   if (!Init(socket)) return 30;
-  if (o.readers_join_at_step > 0 &&
-      !WaitFor([&] { return b->writer_step.load() >= o.readers_join_at_step || b->writer_done; },
-               kAttachTimeoutMs)) {
-    return 33;
-  }
   const void* p = nullptr;
-  size_t size = 0;
-  const uint64_t attach_start = NowNs();
-  w.attach_rc = dsm_attach(o.area_name.c_str(), kAttachTimeoutMs, &p, &size);
-  w.attach_ns = NowNs() - attach_start;
-  if (w.attach_rc != DSM_OK || size != o.area_bytes) return 31;
+  if (const int rc = JoinAndAttach(o, b, &p, &w.attach_rc, &w.attach_ns); rc != 0) return 30 + rc;
   uint64_t last_version = 0;
   uint64_t seen_ns = 0;  // when last_version was first seen
   const auto deadline = Clock::now() + std::chrono::seconds(o.reader_timeout_s);
