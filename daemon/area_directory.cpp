@@ -123,6 +123,7 @@ DirectoryResult AreaDirectory::Alloc(const Client& client, const Request& req, u
   StartArea(index, l, now_ns);
   const AreaControl& a = area(index);
   by_name_[name] = index;
+  ++listing_changes_;
   DirectoryResult r;
   r.area_index = index;
   r.area_generation = a.generation;
@@ -201,6 +202,7 @@ void AreaDirectory::ClientGone(const Client& client) {
     if (state == AreaState::kLive && a.writer_client == client.id) {
       // Readers keep the last complete version; the writer copy is no longer needed.
       a.state.store(static_cast<uint32_t>(AreaState::kSealed));
+      ++listing_changes_;
       ReleaseBackingMemory(backing_, a.writer_offset, a.mapped_size);
       continue;  // a sealed area stays attachable by name
     }
@@ -290,6 +292,10 @@ void AreaDirectory::RetireReplica(uint32_t index, bool freed) {
   retired_[index] = true;
   a.state.store(static_cast<uint32_t>(freed ? AreaState::kFreed : AreaState::kSealed));
   ReleaseIfUnused(index);
+}
+
+void AreaDirectory::UnnameReplica(uint32_t index) {
+  if (area(index).is_replica && Named(index)) by_name_.erase(area(index).name);
 }
 
 bool AreaDirectory::Named(uint32_t index) const {
@@ -382,6 +388,7 @@ void AreaDirectory::ReleaseIfUnused(uint32_t index) {
 void AreaDirectory::Unname(uint32_t index) {
   AreaControl& a = area(index);
   by_name_.erase(a.name);
+  ++listing_changes_;
   if (a.state.load() == static_cast<uint32_t>(AreaState::kSealed)) {
     a.state.store(static_cast<uint32_t>(AreaState::kFreed));
     ReleaseIfUnused(index);

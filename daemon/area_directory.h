@@ -53,6 +53,8 @@ class AreaDirectory {
                                         uint64_t now_ns, std::string* error);
   // Makes a replica attachable by its name (unless a local area has it).
   bool NameReplica(uint32_t index);
+  // The replica stops being attachable by name (readers that have it keep it).
+  void UnnameReplica(uint32_t index);
   // Live while the origin's host says its writer is; a retired replica stays as it is.
   void SetReplicaWriterAlive(uint32_t index, bool alive);
   // The replica's origin area is gone for good: its host restarted (a new
@@ -64,6 +66,9 @@ class AreaDirectory {
   bool Named(uint32_t index) const;
 
   size_t live_areas() const { return by_name_.size(); }
+  // Counts changes to what this host lists to others (an area allocated,
+  // freed or sealed): a change is worth telling the other hosts at once.
+  uint64_t listing_changes() const { return listing_changes_; }
   uint64_t backing_free_bytes() const { return backing_alloc_.free_bytes(); }
 
  private:
@@ -110,6 +115,7 @@ class AreaDirectory {
   RangeAllocator address_alloc_;  // offsets within this host's slice
   RangeAllocator backing_alloc_;  // offsets within the backing file
   std::unordered_map<std::string, uint32_t> by_name_;
+  uint64_t listing_changes_ = 0;
   std::vector<bool> retired_;  // by area index: RetireReplica was called
 };
 

@@ -32,7 +32,19 @@ uint8_t* ShmImportHost::Buffer(int buffer) {
 void ShmImportHost::Publish(uint32_t buffer, uint64_t version, size_t bytes_copied,
                             uint64_t now_ns) {
   CompletePublish(area_, buffer, version, now_ns, bytes_copied);
-  if (!named_) named_ = directory_->NameReplica(index_);
+  if (!named_ && current_) named_ = directory_->NameReplica(index_);
+}
+
+void ShmImportHost::SetCurrent(bool current) {
+  current_ = current;
+  if (!current && named_) {
+    directory_->UnnameReplica(index_);
+    named_ = false;
+  }
+  // A name freed by another replica: this one takes it once it has a version.
+  if (current && !named_ && UnpackLatest(area_.latest.load()).version != 0) {
+    named_ = directory_->NameReplica(index_);
+  }
 }
 
 void ShmImportHost::CaughtUp(size_t bytes) {

@@ -16,8 +16,8 @@ namespace dsm {
 class ShmImportHost : public ImportHost {
  public:
   // `backing`: the host's backing memory; the replica is area `index` of the
-  // directory, attachable by name from its first publish; `send_ack` sends
-  // an ACK to the writer's host.
+  // directory, attachable by name from its first publish while its origin
+  // host names it (SetCurrent); `send_ack` sends an ACK to the writer's host.
   ShmImportHost(AreaDirectory* directory, uint32_t index, AreaControl* area, uint8_t* backing,
                 std::function<void(const AckReport&)> send_ack);
 
@@ -31,6 +31,10 @@ class ShmImportHost : public ImportHost {
 
   // Local clients can attach it by name (it published a first version).
   bool named() const { return named_; }
+  // Whether the origin's host, as last heard, gives the replica's name to its
+  // origin area (and not to a newer area): only then may local clients find
+  // it by name. A wrong belief lasts until the host's next listing.
+  void SetCurrent(bool current);
 
  private:
   AreaDirectory* directory_;
@@ -38,7 +42,8 @@ class ShmImportHost : public ImportHost {
   AreaControl& area_;
   uint8_t* backing_;
   std::function<void(const AckReport&)> send_ack_;
-  bool named_ = false;  // attachable by local clients
+  bool named_ = false;   // attachable by local clients
+  bool current_ = true;  // see SetCurrent
 };
 
 }  // namespace dsm

@@ -107,9 +107,30 @@ void RemoteSync::OnDirectory(const wire::Frame& f, uint16_t host, uint64_t now_n
       }
     }
   }
+  FollowNames(f, host);
   std::erase_if(entries, [&](const auto& kv) { return now_ns - kv.second.heard_ns > kDirectoryForgetNs; });
   if (auto whole = listings_.OnFrame(host, f.header.version, f.header.seq, f.header.frame_count, listed)) {
     OnWholeListing(host, *whole);
+  }
+}
+
+void RemoteSync::FollowNames(const wire::Frame& f, uint16_t host) {
+  // A host names one area per name: a replica here of another of its areas
+  // under a name it now gives to a newer one is found by name no more (its
+  // readers keep it), and the newer one's replica takes the name. Unnamed
+  // first, so the name is free when the current replica asks for it.
+  const size_t n = f.body.size() / sizeof(wire::DirectoryEntry);
+  for (const bool current : {false, true}) {
+    for (size_t i = 0; i < n; ++i) {
+      wire::DirectoryEntry d;
+      std::memcpy(&d, f.body.data() + i * sizeof(d), sizeof(d));
+      d.name[kMaxNameBytes - 1] = '\0';
+      for (auto& r : replicas_) {
+        if (r->origin_host != host || r->name != d.name) continue;
+        const bool same = r->origin_index == d.area_index && r->origin_generation == d.area_generation;
+        if (same == current) r->host->SetCurrent(current);
+      }
+    }
   }
 }
 

@@ -43,7 +43,8 @@ void RemoteSync::DropFreedReplicas() {
 
 void RemoteSync::RetireReplica(size_t i, bool freed, const char* why) {
   const Replica& r = *replicas_[i];
-  spdlog::info("replica '{}' of host {} retired: {}", r.name, r.origin_host, why);
+  spdlog::info("replica '{}' of host {} retired: {} (here {}, origin {}.{})", r.name, r.origin_host,
+               why, r.local_index, r.origin_index, r.origin_generation);
   directory_->RetireReplica(r.local_index, freed);
   replicas_.erase(replicas_.begin() + static_cast<std::ptrdiff_t>(i));
 }
@@ -77,7 +78,8 @@ std::string RemoteSync::RequestReplica(const std::string& name, uint64_t now_ns,
                                                  &import_counters_);
       r = fresh.get();
       replicas_.push_back(std::move(fresh));
-      spdlog::info("replicating '{}' from host {}", name, host);
+      spdlog::info("replicating '{}' from host {} (here {}, origin {}.{})", name, host, *index,
+                   d.area_index, d.area_generation);
     }
     if (now_ns - r->subscribed_ns > params_.retransmit_timeout_ns) {
       // Repeated until the first version arrives, in case a SUBSCRIBE is lost.

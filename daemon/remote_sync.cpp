@@ -203,8 +203,12 @@ bool RemoteSync::Poll(uint64_t now_ns) {
     for (uint16_t host : down) OnHostDown(host);
     if (!down.empty()) PublishState();
   }
-  if (now_ns >= next_directory_ns_) {
+  const bool listing_changed = directory_->listing_changes() != listing_changes_sent_ &&
+                               now_ns - last_directory_ns_ >= kDirectoryMinGapNs;
+  if (now_ns >= next_directory_ns_ || listing_changed) {
+    listing_changes_sent_ = directory_->listing_changes();
     SendDirectory(now_ns);
+    last_directory_ns_ = now_ns;
     next_directory_ns_ = now_ns + kDirectoryIntervalNs;
   }
   for (auto& [index, e] : exports_) {

@@ -155,6 +155,8 @@ class RemoteSync {
   // A heartbeat: the host is alive (admitting it said so) and uses this much region.
   void OnHeartbeat(const wire::Frame& f, uint16_t host);
   void OnDirectory(const wire::Frame& f, uint16_t host, uint64_t now_ns);
+  // Which replicas here local clients find by a name the frame lists.
+  void FollowNames(const wire::Frame& f, uint16_t host);
   // `host` listed exactly `areas` in a whole round: its replicas here whose
   // origin is not among them were freed there.
   void OnWholeListing(uint16_t host, const std::set<DirectoryRounds::AreaId>& areas);
@@ -187,6 +189,8 @@ class RemoteSync {
   bool expire_due_ = false;  // a heartbeat interval passed: judge silent hosts
   uint64_t last_activity_ns_ = 0;  // last DATA or ACK in or out
   uint64_t next_directory_ns_ = 0;
+  uint64_t last_directory_ns_ = 0;
+  uint64_t listing_changes_sent_ = 0;  // directory_->listing_changes() at the last round
 };
 
 }  // namespace dsm

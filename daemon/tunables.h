@@ -19,6 +19,9 @@ inline constexpr uint64_t kHelloRetryNs = 20'000'000;
 // Directory listings (with each area's latest version) go out this often, so a
 // replica's staleness is refreshed well within the default 100 ms bound.
 inline constexpr uint64_t kDirectoryIntervalNs = 40'000'000;
+// A change to this host's listing (an area allocated, freed, sealed) goes out
+// at once, but rounds are at least this far apart (a burst of allocations).
+inline constexpr uint64_t kDirectoryMinGapNs = 1'000'000;
 // A live area of another host takes the name of a replica here only once
 // that replica's writer has been gone this long: a forged listing (one frame
 // saying the writer is gone) is undone by the writer host's next real one
