@@ -188,7 +188,7 @@ bool AreaExport::ContinueSend(uint64_t now_ns) {
   if (out_->backlog() >= params_.send_burst_frames) return true;
   const bool group = sending_.hosts.size() > 1;
   const uint16_t dest = group ? wire::kAllHosts : sending_.hosts.front();
-  const wire::DataFrameWriter writer(out_->max_frame_bytes(), DataHeader(sending_, dest));
+  const wire::DataFrameWriter writer(out_->max_frame_bytes(), DataHeader(sending_, dest), out_->seal());
   Sink sink{out_, dest, counters_, FramesInPlace()};
   const uint32_t todo = std::min(params_.send_burst_frames, frame_count_ - next_seq_);
   const uint32_t sent = writer.WritePlanned(plan_, FrameSource(), next_seq_, todo, sink);
@@ -260,7 +260,7 @@ bool AreaExport::Turn(uint64_t now_ns) {
         if (r != resends_.end() && r->second.transfer_id != sending_.transfer_id) resends_.erase(r);
       }
       send_started_ns_ = now_ns;
-      const wire::DataFrameWriter writer(out_->max_frame_bytes(), wire::Header{});
+      const wire::DataFrameWriter writer(out_->max_frame_bytes(), wire::Header{}, out_->seal());
       plan_ = writer.MakePlan(*sending_.lines);
       frame_count_ = plan_.frames();
       next_seq_ = 0;
@@ -348,7 +348,7 @@ bool AreaExport::ContinueResends(uint64_t now_ns) {
     uint32_t budget = params_.send_burst_frames - static_cast<uint32_t>(backlog);
     const Transfer& t = sent->second.first;
     const wire::DataFrameWriter::Plan& plan = sent->second.second;
-    const wire::DataFrameWriter writer(out_->max_frame_bytes(), DataHeader(t, host));
+    const wire::DataFrameWriter writer(out_->max_frame_bytes(), DataHeader(t, host), out_->seal());
     Sink sink{out_, host, counters_, FramesInPlace()};
     const uint32_t frames = plan.frames();
     uint32_t resent = 0;

@@ -68,6 +68,8 @@ class ExportFrameOut {
  public:
   virtual ~ExportFrameOut() = default;
   virtual size_t max_frame_bytes() = 0;
+  // What seals the frames (the cluster's keys); nullptr: checksums.
+  virtual wire::FrameSeal* seal() { return nullptr; }
   // Frames handed over earlier are still waiting for the device.
   virtual size_t backlog() = 0;
   // Starts a frame to `dest` (a host, or wire::kAllHosts: one copy to every

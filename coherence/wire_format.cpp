@@ -3,35 +3,11 @@
 #include <cstddef>
 #include <cstring>
 
-// The library's runtime-dispatched XXH3 (AVX2/AVX-512 where the CPU has them):
-// per frame of 1.4 / 9 KB it hashes 17 / 42 GB/s here, where the inlined
-// baseline-x86-64 (SSE2) streaming code managed 5 GB/s and was 11% of a
-// replicating host's CPU.
-#define XXH_STATIC_LINKING_ONLY  // XXH3_state_t on the stack
-#include <xxhash.h>
-#include <xxh_x86dispatch.h>
-
 namespace dsm::wire {
 
 namespace {
 
 constexpr size_t kHeaderBytes = sizeof(Header);
-constexpr size_t kChecksumOffset = offsetof(Header, checksum);
-constexpr size_t kPayloadBytesOffset = offsetof(Header, payload_bytes);
-
-// XXH3-64 over the header with its checksum field zero, then the payload: the
-// same value as a one-shot hash over the sealed frame, without copying it.
-uint64_t FrameChecksum(const Header& header, std::span<const uint8_t> payload,
-                       std::span<const uint8_t> tail = {}) {
-  Header zeroed = header;
-  zeroed.checksum = 0;
-  XXH3_state_t state;
-  XXH3_64bits_reset(&state);
-  XXH3_64bits_update(&state, &zeroed, kHeaderBytes);
-  XXH3_64bits_update(&state, payload.data(), payload.size());
-  if (!tail.empty()) XXH3_64bits_update(&state, tail.data(), tail.size());
-  return XXH3_64bits_digest(&state);
-}
 
 bool KnownType(uint8_t type) {
   return type >= static_cast<uint8_t>(FrameType::kData) &&
@@ -126,13 +102,17 @@ const char* DropReasonName(DropReason r) {
       return "busy";
     case DropReason::kUnconfirmed:
       return "unconfirmed";
+    case DropReason::kUnauthenticated:
+      return "unauthenticated";
+    case DropReason::kUnknownKey:
+      return "unknown_key";
     case DropReason::kCount:
       break;
   }
   return "unknown";
 }
 
-DropReason Decode(std::span<const uint8_t> bytes, Frame* out) {
+DropReason Decode(std::span<const uint8_t> bytes, const FrameSeal& seal, Frame* out) {
   if (bytes.size() < kHeaderBytes) return DropReason::kTruncated;
   Header h;
   std::memcpy(&h, bytes.data(), kHeaderBytes);
@@ -140,12 +120,15 @@ DropReason Decode(std::span<const uint8_t> bytes, Frame* out) {
   // another protocol version, is counted as such whatever its size.
   if (h.magic != kMagic) return DropReason::kBadMagic;
   if (h.protocol_version != kProtocolVersion) return DropReason::kBadVersion;
-  const size_t available = bytes.size() - kHeaderBytes;
+  const size_t header_bytes = kHeaderBytes + ((h.flags & kFlagAuthenticated) != 0 ? kTagBytes : 0);
+  if (bytes.size() < header_bytes) return DropReason::kTruncated;
+  const size_t available = bytes.size() - header_bytes;
   if (h.payload_bytes > available) return DropReason::kTruncated;
   if (h.payload_bytes < available) return DropReason::kOversized;
   if (!KnownType(h.type)) return DropReason::kBadType;
-  const std::span<const uint8_t> payload = bytes.subspan(kHeaderBytes);
-  if (FrameChecksum(h, payload) != h.checksum) return DropReason::kBadChecksum;
+  const std::span<const uint8_t> payload = bytes.subspan(header_bytes);
+  // Nothing beyond the header is read before the seal holds.
+  if (const DropReason r = seal.Verify(h, bytes, payload); r != DropReason::kNone) return r;
 
   Frame f{};
   f.header = h;
@@ -156,18 +139,21 @@ DropReason Decode(std::span<const uint8_t> bytes, Frame* out) {
   return r;
 }
 
-void Seal(uint8_t* frame, uint32_t payload_bytes, std::span<const uint8_t> tail) {
-  // At most kMaxFrameBytes - a header: always fits the 16-bit field.
-  const auto total = static_cast<uint16_t>(payload_bytes + tail.size());
-  std::memcpy(frame + kPayloadBytesOffset, &total, sizeof(total));
-  Header h;
-  std::memcpy(&h, frame, kHeaderBytes);
-  const uint64_t sum = FrameChecksum(h, {frame + kHeaderBytes, payload_bytes}, tail);
-  std::memcpy(frame + kChecksumOffset, &sum, sizeof(sum));
+DropReason Decode(std::span<const uint8_t> bytes, Frame* out) {
+  static const FrameSeal checksums;
+  return Decode(bytes, checksums, out);
 }
 
-DataFrameWriter::DataFrameWriter(size_t max_frame_bytes, const Header& header)
-    : max_frame_bytes_(max_frame_bytes), header_(header) {
+void Seal(uint8_t* frame, uint32_t payload_bytes, std::span<const uint8_t> tail) {
+  static FrameSeal checksums;  // no keys: no state is touched
+  checksums.Seal(frame, payload_bytes, tail);
+}
+
+DataFrameWriter::DataFrameWriter(size_t max_frame_bytes, const Header& header, FrameSeal* seal)
+    : max_frame_bytes_(max_frame_bytes),
+      header_(header),
+      seal_(seal),
+      header_bytes_(seal != nullptr ? seal->header_bytes() : kHeaderBytes) {
   header_.magic = kMagic;
   header_.protocol_version = kProtocolVersion;
   header_.type = static_cast<uint8_t>(FrameType::kData);
@@ -201,7 +187,7 @@ void DataFrameWriter::WriteHeader(uint8_t* frame, uint16_t run_count, uint32_t s
 size_t DataFrameWriter::FillFrame(uint8_t* frame, std::span<const Run> runs, const uint8_t* content,
                                   uint32_t seq, uint32_t frame_count) const {
   WriteHeader(frame, static_cast<uint16_t>(runs.size()), seq, frame_count);
-  uint8_t* at = frame + kHeaderBytes;
+  uint8_t* at = frame + header_bytes_;
   std::memcpy(at, runs.data(), runs.size_bytes());
   at += runs.size_bytes();
   for (const Run& r : runs) {
@@ -209,17 +195,26 @@ size_t DataFrameWriter::FillFrame(uint8_t* frame, std::span<const Run> runs, con
     std::memcpy(at, content + size_t{r.first_line} * kLineBytes, bytes);
     at += bytes;
   }
-  const size_t payload_bytes = static_cast<size_t>(at - frame) - kHeaderBytes;
-  Seal(frame, static_cast<uint32_t>(payload_bytes));
-  return kHeaderBytes + payload_bytes;
+  const size_t payload_bytes = static_cast<size_t>(at - frame) - header_bytes_;
+  SealFrame(frame, static_cast<uint32_t>(payload_bytes));
+  return header_bytes_ + payload_bytes;
 }
 
 size_t DataFrameWriter::FillHead(uint8_t* frame, const Run& run, std::span<const uint8_t> tail,
                                  uint32_t seq, uint32_t frame_count) const {
   WriteHeader(frame, 1, seq, frame_count);
-  std::memcpy(frame + kHeaderBytes, &run, sizeof(Run));
-  Seal(frame, sizeof(Run), tail);
-  return kHeaderBytes + sizeof(Run);
+  std::memcpy(frame + header_bytes_, &run, sizeof(Run));
+  SealFrame(frame, sizeof(Run), tail);
+  return header_bytes_ + sizeof(Run);
+}
+
+void DataFrameWriter::SealFrame(uint8_t* frame, uint32_t payload_bytes,
+                                std::span<const uint8_t> tail) const {
+  if (seal_ != nullptr) {
+    seal_->Seal(frame, payload_bytes, tail);
+  } else {
+    Seal(frame, payload_bytes, tail);
+  }
 }
 
 }  // namespace dsm::wire

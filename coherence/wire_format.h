@@ -3,7 +3,8 @@
 // caller memory, decoding validates caller bytes; no sockets, no DPDK.
 //
 // All multi-byte fields are little-endian. Every frame carries an XXH3-64
-// checksum over its header (with the checksum field zero) and payload.
+// checksum over its header (with the checksum field zero) and payload, or in
+// a cluster with keys an AES-256-GMAC tag after its header (frame_seal.h).
 #ifndef DSM_COHERENCE_WIRE_FORMAT_H_
 #define DSM_COHERENCE_WIRE_FORMAT_H_
 
@@ -14,8 +15,9 @@
 #include <span>
 #include <vector>
 
-#include "coherence/line_set.h"
 #include "coherence/constants.h"
+#include "coherence/frame_seal.h"
+#include "coherence/line_set.h"
 
 namespace dsm::wire {
 
@@ -37,6 +39,11 @@ enum class FrameType : uint8_t {
 inline constexpr uint16_t kFlagFull = 1u << 0;  // DATA: the whole area (base ignored);
                                                 // ACK: the receiver holds no version yet
 inline constexpr uint16_t kFlagUnsubscribe = 1u << 1;  // SUBSCRIBE: stop replicating
+// Any type: a kTagBytes GMAC tag follows the header, made with the key whose
+// id is in bits 8-15; the checksum field holds the nonce (frame_seal.h).
+inline constexpr uint16_t kFlagAuthenticated = 1u << 2;
+inline constexpr int kKeyIdShift = 8;
+inline constexpr uint16_t kKeyIdMask = 0xff00;
 
 struct __attribute__((packed)) Header {
   uint32_t magic;
@@ -57,7 +64,8 @@ struct __attribute__((packed)) Header {
                              // incarnation the receiver has not confirmed are dropped
   uint32_t transfer_id;      // DATA: which transmission of `version`; framing may differ
                              // between transfers, so receivers assemble one at a time
-  uint64_t checksum;         // XXH3-64 over header (this field 0) + payload
+  uint64_t checksum;         // XXH3-64 over header (this field 0) + payload;
+                             // with kFlagAuthenticated: the tag's nonce
 };
 static_assert(sizeof(Header) == 64);
 
@@ -120,6 +128,8 @@ enum class DropReason : uint8_t {
   kDuplicate,       // a frame of the transfer already received (daemon)
   kBusy,            // receiver cannot take it now; the sender will resend (daemon)
   kUnconfirmed,     // the sender's incarnation is not (yet) confirmed by a hello (daemon)
+  kUnauthenticated, // keys are set and its tag is missing or wrong, or it has a tag and they are not
+  kUnknownKey,      // signed with a key this host does not hold (an old or a wrong one)
   kCount,
 };
 const char* DropReasonName(DropReason r);
@@ -185,15 +195,19 @@ struct Frame {
 };
 
 // Validates `bytes` (the UDP payload) and fills `out`. Checks everything that
-// needs no knowledge of areas or hosts: lengths, magic, version, type, checksum,
-// and for DATA that runs are ascending, non-overlapping, non-empty and that the
-// payload holds exactly their lines. Never reads outside `bytes`; any alignment.
-// `out` is written only when the result is kNone.
+// needs no knowledge of areas or hosts: the header's magic, version, lengths
+// and type, then the seal (`seal`'s keys, or the checksum), and only then the
+// payload: for DATA that runs are ascending, non-overlapping, non-empty and
+// that the payload holds exactly their lines. Never reads outside `bytes`; any
+// alignment. `out` is written only when the result is kNone.
+DropReason Decode(std::span<const uint8_t> bytes, const FrameSeal& seal, Frame* out);
+// The same for a cluster without keys.
 DropReason Decode(std::span<const uint8_t> bytes, Frame* out);
 
-// Fills in payload_bytes and checksum of a frame whose header and payload are
-// already written at `frame` (header first), `payload_bytes` long, and whose
-// payload goes on with `tail` when one is given (sent from where it is).
+// Fills in payload_bytes and checksum of a frame without keys whose header
+// and payload are already written at `frame` (header first), `payload_bytes`
+// long, and whose payload goes on with `tail` when one is given (sent from
+// where it is). FrameSeal::Seal does this with keys too.
 void Seal(uint8_t* frame, uint32_t payload_bytes, std::span<const uint8_t> tail = {});
 
 // A sink that can send a frame's last bytes from where they are instead of
@@ -205,7 +219,8 @@ concept TailSink = requires(Sink& sink, size_t bytes, std::span<const uint8_t> t
 };
 
 // Splits the marked lines of `lines` into DATA frames of at most
-// `max_frame_bytes` (header included), carrying content from `content`
+// `max_frame_bytes` (header and tag included), sealed by `seal` (without
+// one: checksums), carrying content from `content`
 // (the area's bytes at the version sent, rounded up to whole lines). `header`
 // supplies every field except magic, protocol_version and type (the writer sets
 // them for DATA) and run_count, seq, frame_count, payload_bytes and checksum.
@@ -219,12 +234,14 @@ class DataFrameWriter {
   // Largest UDP payload over IPv4 (65535 - 20 - 8).
   static constexpr size_t kMaxFrameBytes = 65507;
 
-  // A `max_frame_bytes` outside [kMinFrameBytes, kMaxFrameBytes] makes a writer
-  // that is not ok(): it counts 0 frames and writes none.
-  DataFrameWriter(size_t max_frame_bytes, const Header& header);
+  // A `max_frame_bytes` outside [kMinFrameBytes (+ kTagBytes with keys),
+  // kMaxFrameBytes] makes a writer that is not ok(): it counts 0 frames and
+  // writes none.
+  DataFrameWriter(size_t max_frame_bytes, const Header& header, FrameSeal* seal = nullptr);
 
   bool ok() const {
-    return max_frame_bytes_ >= kMinFrameBytes && max_frame_bytes_ <= kMaxFrameBytes;
+    return max_frame_bytes_ >= kMinFrameBytes + (header_bytes_ - sizeof(Header)) &&
+           max_frame_bytes_ <= kMaxFrameBytes;
   }
 
   // Frames needed for `lines` (the frame_count every frame will carry). 0 when
@@ -274,8 +291,13 @@ class DataFrameWriter {
   size_t FillHead(uint8_t* frame, const Run& run, std::span<const uint8_t> tail, uint32_t seq,
                   uint32_t frame_count) const;
 
+  // Seals a written frame.
+  void SealFrame(uint8_t* frame, uint32_t payload_bytes, std::span<const uint8_t> tail = {}) const;
+
   size_t max_frame_bytes_;
   Header header_;
+  FrameSeal* seal_;      // nullptr: checksums
+  size_t header_bytes_;  // where the payload starts
 };
 
 }  // namespace dsm::wire

@@ -18,7 +18,7 @@ void DataFrameWriter::PackFrames(const LineSet& lines, Fn&& fn) const {
   if (!ok()) return;
   // Greedy: fill each frame with runs in address order; when the next run does
   // not fit, put as many of its lines as fit and carry the rest to the next frame.
-  const size_t capacity = max_frame_bytes_ - sizeof(Header);  // runs + line data
+  const size_t capacity = max_frame_bytes_ - header_bytes_;  // runs + line data
   std::vector<Run> runs;
   size_t used = 0;
   lines.ForEachRun([&](size_t first, size_t count) {

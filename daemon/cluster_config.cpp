@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <set>
 #include <toml++/toml.h>
 
@@ -52,6 +53,11 @@ std::optional<ClusterConfig> LoadClusterConfig(const std::string& path, std::str
   cfg.udp_port = static_cast<uint16_t>(doc["cluster"]["udp_port"].value_or(7400));
   cfg.mtu_bytes = static_cast<uint32_t>(doc["cluster"]["mtu"].value_or(1500));
   cfg.multicast = doc["cluster"]["multicast"].value_or(true);
+  if (const auto key_file = doc["cluster"]["key_file"].value<std::string>()) {
+    const std::filesystem::path p(*key_file);
+    cfg.key_file = p.is_absolute() ? p.string()
+                                   : (std::filesystem::path(path).parent_path() / p).string();
+  }
   if (cfg.mtu_bytes < 576 || cfg.mtu_bytes > 65000) {
     *error = path + ": [cluster] mtu must be 576..65000";
     return std::nullopt;

@@ -24,6 +24,10 @@ struct ClusterConfig {
   uint16_t udp_port = 7400;
   uint32_t mtu_bytes = 1500;
   bool multicast = true;
+  // Frames carry an AES-256-GMAC tag with the keys in this file (key_file.h);
+  // empty: checksums only. A relative path is taken from the cluster file's
+  // directory.
+  std::string key_file;
   std::vector<ClusterHost> hosts;
 
   const ClusterHost* Find(uint16_t id) const;

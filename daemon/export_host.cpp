@@ -11,11 +11,13 @@ uint32_t ToSlotBuffer(int buffer) { return buffer < 0 ? kNoBuffer : static_cast<
 }  // namespace
 
 ShmExportHost::ShmExportHost(AreaControl* area, uint8_t* backing, uint32_t reader_slot,
-                             net::Transport* transport, uint16_t group, uint64_t export_wait_ns)
+                             net::Transport* transport, wire::FrameSeal* seal, uint16_t group,
+                             uint64_t export_wait_ns)
     : area_(*area),
       backing_(backing),
       reader_slot_(reader_slot),
       transport_(transport),
+      seal_(seal),
       group_(group),
       export_wait_ns_(export_wait_ns),
       logs_(area, reinterpret_cast<std::atomic<uint64_t>*>(backing + area->export_offset)),

@@ -19,7 +19,8 @@ class ShmExportHost : public ExportHost, public ExportFrameOut {
   // `backing`: the host's backing memory; `reader_slot`: the slot dsmd pins
   // the shipped version in; `group`: where frames to every host go.
   ShmExportHost(AreaControl* area, uint8_t* backing, uint32_t reader_slot,
-                net::Transport* transport, uint16_t group, uint64_t export_wait_ns);
+                net::Transport* transport, wire::FrameSeal* seal, uint16_t group,
+                uint64_t export_wait_ns);
 
   // ExportHost.
   uint64_t LatestVersion() override;
@@ -35,6 +36,7 @@ class ShmExportHost : public ExportHost, public ExportFrameOut {
 
   // ExportFrameOut.
   size_t max_frame_bytes() override { return transport_->max_payload_bytes(); }
+  wire::FrameSeal* seal() override { return seal_; }
   size_t backlog() override { return transport_->tx_backlog(); }
   uint8_t* Reserve(uint16_t dest) override;
   void Commit(size_t bytes) override { transport_->Commit(bytes); }
@@ -52,6 +54,7 @@ class ShmExportHost : public ExportHost, public ExportFrameOut {
   uint8_t* backing_;
   uint32_t reader_slot_;
   net::Transport* transport_;
+  wire::FrameSeal* seal_;
   uint16_t group_;
   uint64_t export_wait_ns_;
   ExportLogReader logs_;

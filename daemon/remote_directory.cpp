@@ -54,7 +54,7 @@ void RemoteSync::SendDirectory(uint64_t now_ns) {
     entries.push_back(d);
   }
   const size_t per_frame =
-      (transport_->max_payload_bytes() - sizeof(wire::Header)) / sizeof(wire::DirectoryEntry);
+      (transport_->max_payload_bytes() - seal_.header_bytes()) / sizeof(wire::DirectoryEntry);
   const size_t frames = entries.empty() ? 1 : (entries.size() + per_frame - 1) / per_frame;
   // One numbered round, sent at once: a receiver holding all of its frames
   // knows every area this host has (directory_rounds.h).

@@ -37,7 +37,7 @@ void RemoteSync::OnSubscribe(const wire::Frame& f, uint16_t host, uint64_t now_n
       return;
     }
     e.reader_slot = *slot;
-    e.host = std::make_unique<ShmExportHost>(&a, backing_, e.reader_slot, transport_.get(),
+    e.host = std::make_unique<ShmExportHost>(&a, backing_, e.reader_slot, transport_.get(), &seal_,
                                              kClusterGroup, params_.export_wait_ns);
     wire::Header h = MakeHeader(wire::FrameType::kData);
     h.area_index = index;

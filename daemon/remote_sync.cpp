@@ -74,6 +74,10 @@ bool RemoteSync::Start(std::unique_ptr<net::Transport> transport, std::string* e
   for (const ClusterHost& h : cluster_.hosts) {
     if (h.id != self->id) peers.push_back(h.id);
   }
+  if (!cluster_.key_file.empty()) {
+    if (!LoadKeys(error)) return false;
+    key_file_watch_ = std::make_unique<FileChangeWatch>(cluster_.key_file);
+  }
   transport_ = std::move(transport);
   if (config_.faults.drop > 0 || config_.faults.duplicate > 0 || config_.faults.reorder > 0 ||
       config_.faults.corrupt > 0) {
@@ -84,10 +88,27 @@ bool RemoteSync::Start(std::unique_ptr<net::Transport> transport, std::string* e
   }
   membership_ = std::make_unique<Membership>(peers, kHostDownAfterNs, kHelloRetryNs, RandomBits());
   segment_->header.cluster_hosts = static_cast<uint32_t>(cluster_.hosts.size());
-  spdlog::info("remote sync on {} (mtu {}, {} peer(s), {})",
+  spdlog::info("remote sync on {} (mtu {}, {} peer(s), {}, {})",
                self->links.empty() ? self->device : std::to_string(self->links.size()) + " links",
                cluster_.mtu_bytes,
-               peers.size(), cluster_.multicast ? "multicast fan-out" : "unicast");
+               peers.size(), cluster_.multicast ? "multicast fan-out" : "unicast",
+               seal_.keyed() ? "frames authenticated" : "frames checksummed");
+  return true;
+}
+
+bool RemoteSync::LoadKeys(std::string* error) {
+  const auto keys = LoadKeyFile(cluster_.key_file, error);
+  if (!keys) return false;
+  if (!seal_.SetKeys(*keys)) {
+    *error = "key file " + cluster_.key_file + ": cannot use these keys";
+    return false;
+  }
+  stats_.signing_key_id = seal_.signing_key_id();
+  stats_.keys_held = keys->size();
+  std::string ids;
+  for (const wire::FrameKey& k : *keys) ids += (ids.empty() ? "" : ", ") + std::to_string(k.id);
+  spdlog::info("frame keys from {}: signing with key {}, accepting {}", cluster_.key_file,
+               seal_.signing_key_id(), ids);
   return true;
 }
 
@@ -162,14 +183,14 @@ void RemoteSync::SendSmall(net::Destination dest, wire::FrameType type, uint32_t
 }
 
 void RemoteSync::SendFrame(net::Destination dest, wire::Header h, std::span<const uint8_t> body) {
-  if (sizeof(wire::Header) + body.size() > transport_->max_payload_bytes()) return;
+  if (seal_.header_bytes() + body.size() > transport_->max_payload_bytes()) return;
   uint8_t* buf = transport_->Reserve(dest);
   if (!buf) return;
   h.dest_host = dest.multicast ? wire::kAllHosts : dest.host;
   std::memcpy(buf, &h, sizeof(h));
-  if (!body.empty()) std::memcpy(buf + sizeof(h), body.data(), body.size());
-  wire::Seal(buf, static_cast<uint32_t>(body.size()));
-  transport_->Commit(sizeof(h) + body.size());
+  if (!body.empty()) std::memcpy(buf + seal_.header_bytes(), body.data(), body.size());
+  seal_.Seal(buf, static_cast<uint32_t>(body.size()));
+  transport_->Commit(seal_.header_bytes() + body.size());
 }
 
 bool RemoteSync::Poll(uint64_t now_ns) {
@@ -189,6 +210,17 @@ bool RemoteSync::Poll(uint64_t now_ns) {
   last_poll_ns_ = now_ns;
 
   ++stats_.loop_turns;
+  if (key_file_watch_ && now_ns >= next_key_check_ns_) {
+    next_key_check_ns_ = now_ns + kKeyFileCheckNs;
+    if (key_file_watch_->Changed()) {
+      std::string error;
+      if (LoadKeys(&error)) {
+        ++stats_.key_reloads;
+      } else {
+        spdlog::error("{}: keeping the keys in use", error);
+      }
+    }
+  }
   if (now_ns >= next_heartbeat_ns_) {
     SendHeartbeat(now_ns);
     next_heartbeat_ns_ = now_ns + kHeartbeatIntervalNs;
@@ -244,7 +276,7 @@ void RemoteSync::Drop(wire::DropReason r) {
 void RemoteSync::Receive(std::span<const uint8_t> bytes, uint16_t source_host, uint64_t now_ns) {
   ++stats_.frames_in;
   wire::Frame f;
-  const wire::DropReason r = wire::Decode(bytes, &f);
+  const wire::DropReason r = wire::Decode(bytes, seal_, &f);
   if (r != wire::DropReason::kNone) {
     Drop(r);
     return;

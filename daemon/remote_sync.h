@@ -32,6 +32,7 @@
 #include "daemon/daemon_config.h"
 #include "daemon/export_host.h"
 #include "daemon/import_host.h"
+#include "daemon/key_file.h"
 #include "daemon/tunables.h"
 #include "net/transport.h"
 
@@ -105,6 +106,9 @@ class RemoteSync {
   };
 
   // remote_sync.cpp
+  // Reads the key file (the cluster's keys) into seal_; false and `error`
+  // if it cannot be used (the keys stay as they were).
+  bool LoadKeys(std::string* error);
   void Receive(std::span<const uint8_t> bytes, uint16_t source_host, uint64_t now_ns);
   void Drop(wire::DropReason r);
   // Copies membership state (each heartbeat) and the transport's counters
@@ -189,6 +193,9 @@ class RemoteSync {
   bool expire_due_ = false;  // a heartbeat interval passed: judge silent hosts
   uint64_t last_activity_ns_ = 0;  // last DATA or ACK in or out
   uint64_t next_directory_ns_ = 0;
+  wire::FrameSeal seal_;  // the cluster's keys, or checksums
+  std::unique_ptr<FileChangeWatch> key_file_watch_;
+  uint64_t next_key_check_ns_ = 0;
   uint64_t last_directory_ns_ = 0;
   uint64_t listing_changes_sent_ = 0;  // directory_->listing_changes() at the last round
 };

@@ -27,6 +27,8 @@ inline constexpr uint64_t kDirectoryMinGapNs = 1'000'000;
 // saying the writer is gone) is undone by the writer host's next real one
 // well before.
 inline constexpr uint64_t kNameTakeoverAfterNs = 4 * kDirectoryIntervalNs;
+// How often dsmd looks whether the key file changed (a key rotation).
+inline constexpr uint64_t kKeyFileCheckNs = 1'000'000'000;
 // A remote host's directory entry is forgotten after this much silence.
 inline constexpr uint64_t kDirectoryForgetNs = 1'000'000'000;
 // Adaptive polling: sleep between idle turns, doubling every kIdleTurnsPerDoubling

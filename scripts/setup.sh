@@ -5,7 +5,7 @@ set -euo pipefail
 
 PACKAGES=(
   build-essential pkg-config meson ninja-build
-  dpdk libdpdk-dev libnuma-dev libxxhash-dev xxhash
+  dpdk libdpdk-dev libnuma-dev libxxhash-dev xxhash libipsec-mb-dev libssl-dev
   googletest libgtest-dev libgmock-dev libbenchmark-dev
   libcli11-dev libspdlog-dev libfmt-dev nlohmann-json3-dev libtomlplusplus-dev
   clang libclang-rt-14-dev

@@ -12,7 +12,7 @@ namespace dsm {
 // dsmd's remote-sync counters, written by dsmd alone and read by dsmctl and
 // tests (plain fields: a reader may see a count one update late, never garbage
 // that matters).
-inline constexpr size_t kDropReasonSlots = 16;
+inline constexpr size_t kDropReasonSlots = 24;
 struct RemoteCounters {
   uint64_t frames_in;
   uint64_t dropped[kDropReasonSlots];  // by wire::DropReason
@@ -47,6 +47,9 @@ struct RemoteCounters {
                             // pinned buffer (not copied into the frame first)
   uint64_t replica_resyncs;  // replicas that made no progress while their writer's host
                              // listed another version, and asked for the whole area anew
+  uint64_t signing_key_id;  // the key frames are sealed with (0: no keys, checksums)
+  uint64_t keys_held;       // keys accepted on frames received
+  uint64_t key_reloads;     // times the key file was read again after a change
 };
 
 // What dsmd knows of each host of the cluster.
