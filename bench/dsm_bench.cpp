@@ -339,6 +339,7 @@ struct WriterOptions {
   std::string label, device;
   uint32_t mtu = 0;
   double loss = 0;  // the daemons' --fault-drop, for the results
+  bool keyed = false;  // the cluster authenticates frames (a key file), for the results
   uint32_t readers = 1;
   size_t size = size_t{64} << 20;
   double fraction = 0.01;
@@ -397,6 +398,7 @@ json Writer::ConfigJson() const {
           {"device", o_.device},
           {"mtu", o_.mtu},
           {"loss", o_.loss},
+          {"keyed", o_.keyed},
           {"readers", o_.readers},
           {"area_bytes", o_.size},
           {"fraction", o_.fraction},
@@ -1098,6 +1100,43 @@ void PrintLossTable(const json& runs) {
   }
 }
 
+// Runs of one configuration with and without a key file: rounds/s keyed as
+// a share of rounds/s without (medians where a configuration ran repeatedly).
+void PrintKeyTable(const json& runs) {
+  std::map<std::pair<std::string, double>, std::pair<std::vector<double>, std::vector<double>>> groups;
+  bool any_keyed = false;
+  for (const auto& r : runs) {
+    if (r.value("status", "") != "ok") continue;
+    const json c = r.value("config", json::object());
+    const bool keyed = c.value("keyed", false);
+    any_keyed |= keyed;
+    std::string base = c.value("label", std::string("?"));
+    if (const size_t at = base.find(" key"); at != std::string::npos) base.resize(at);
+    auto& g = groups[{base, c.value("fraction", 0.0)}];
+    (keyed ? g.second : g.first).push_back(r["results"].value("rounds_per_sec", 0.0));
+  }
+  if (!any_keyed) return;
+  const auto median = [](std::vector<double> v) {
+    if (v.empty()) return 0.0;
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
+  std::printf("\nframes authenticated (AES-256-GMAC, a key file) against the same runs without a key:\n");
+  std::printf("%-30s %5s %5s %12s %12s %8s %8s\n", "config", "f", "runs", "no key r/s", "key r/s",
+              "x nokey", "cost");
+  for (const auto& [key, points] : groups) {
+    const double plain = median(points.first), keyed = median(points.second);
+    char f[16], ratio[16] = "-", cost[16] = "-";
+    std::snprintf(f, sizeof(f), "%g%%", key.second * 100);
+    if (plain > 0 && keyed > 0) {
+      std::snprintf(ratio, sizeof(ratio), "%.3f", keyed / plain);
+      std::snprintf(cost, sizeof(cost), "%.1f%%", (1 - keyed / plain) * 100);
+    }
+    std::printf("%-30s %5s %2zu/%-2zu %12.1f %12.1f %8s %8s\n", key.first.c_str(), f,
+                points.first.size(), points.second.size(), plain, keyed, ratio, cost);
+  }
+}
+
 int RunReport(const std::vector<std::string>& files, const std::string& out_path,
               const std::string& notes) {
   json runs = json::array();
@@ -1155,6 +1194,7 @@ int RunReport(const std::vector<std::string>& files, const std::string& out_path
                 (TargetCell(t) + (content_ok ? "" : " CONTENT-DIFFERS")).c_str());
   }
   PrintLossTable(runs);
+  PrintKeyTable(runs);
   std::printf("targets: %d met, %d missed; %d run(s) failed; %d run(s) with replica content "
               "different from the writer's\n", met, missed, failed, bad_content);
   std::printf(
@@ -1243,6 +1283,7 @@ int Main(int argc, char** argv) {
   wr->add_option("--mtu", w.mtu, "MTU in the results");
   wr->add_option("--loss", w.loss, "the daemons' injected frame loss (--fault-drop), in the results")
       ->check(CLI::Range(0.0, 1.0));
+  wr->add_flag("--keyed", w.keyed, "the cluster authenticates frames with a key, in the results");
   wr->add_flag("!--no-verify", w.verify, "skip the final XXH3 comparison of the replicas");
   wr->add_flag("--timeline", w.timeline, "per-version publish and visible times in the JSON");
   wr->add_flag("--no-counters", w.no_counters, "do not read dsmd counters");

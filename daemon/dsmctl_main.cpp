@@ -201,7 +201,10 @@ json Counters(const Daemon& d) {
           {"rx_dropped_not_for_us", c.rx_dropped_not_for_us},
           {"rx_dropped_unknown_source", c.rx_dropped_unknown_source},
           {"faults_injected", c.faults_injected},
-          {"loop_turns", c.loop_turns}};
+          {"loop_turns", c.loop_turns},
+          {"signing_key_id", c.signing_key_id},
+          {"keys_held", c.keys_held},
+          {"key_reloads", c.key_reloads}};
 }
 
 // Sync epochs on this host: versions made by its writers' publishes and by the

@@ -40,8 +40,8 @@ warn() { echo "$prog: warning: $*" >&2; }
 usage() {
   cat <<EOF
 usage:
-  $0 up N [--mtu BYTES] [--device af_packet|tap|memif] [--dir DIR] [--hugepages] [--no-daemons]
-       [-- dsmd args...]
+  $0 up N [--mtu BYTES] [--device af_packet|tap|memif] [--dir DIR] [--hugepages] [--key]
+       [--no-daemons] [-- dsmd args...]
   $0 down [--dir DIR] [--keep-logs]
   $0 status [--dir DIR]
   $0 exec H [--dir DIR] -- command...
@@ -52,7 +52,9 @@ usage:
           up in DIR it is taken down first. Defaults: --mtu 1500, --device af_packet,
           --dir $DEFAULT_DIR. --hugepages: first reserve the 2 MiB pages the daemons' backing
           needs (1 GiB each, dsmd's default region; down returns them): scattered line
-          copies then miss the TLB far less.
+          copies then miss the TLB far less. --key: frames are authenticated (AES-256-GMAC)
+          with a key drawn into DIR/cluster.key (mode 600, id 1), which cluster.toml names;
+          edit that file to rotate keys on the running cluster (daemon/key_file.h).
   down    stops the daemons, deletes the namespaces and removes the state dir. Quiet and
           successful when nothing is up.
   status  prints the hosts and whether their daemons are alive; exit 1 if no cluster.
@@ -260,7 +262,7 @@ teardown() {
         if [[ $d != "$DIR" ]]; then rmdir -- "$d" 2>/dev/null || true; fi
       done
     else
-      rm -f "$DIR"/h*.sock "$DIR"/h*.pid "$DIR"/cluster.toml "$DIR"/.cluster.toml.* \
+      rm -f "$DIR"/h*.sock "$DIR"/h*.pid "$DIR"/cluster.toml "$DIR"/.cluster.toml.* "$DIR"/cluster.key \
         "$DIR"/memif-*.sock "$DIR/$STATE_FILE"
       if ((!keep_logs)); then rm -f "$DIR"/h*.log; fi
     fi
@@ -342,6 +344,7 @@ write_cluster_toml() {
     echo "udp_port = $UDP_PORT"
     echo "mtu = $MTU"
     echo "multicast = $multicast"
+    if ((KEYED)); then echo "key_file = \"cluster.key\""; fi
     for ((h = 1; h <= N; h++)); do
       echo
       echo "[[host]]"
@@ -355,6 +358,17 @@ write_cluster_toml() {
   } >"$tmp"
   chmod 644 "$tmp"
   mv -f "$tmp" "$f"
+  if ((KEYED)); then write_key_file; fi
+}
+
+# One key (id 1) from the kernel's random source, readable by root alone.
+write_key_file() {
+  local tmp secret
+  tmp=$(umask 077 && mktemp "$DIR/.cluster.key.XXXXXX")
+  secret=$(od -An -tx1 -N32 /dev/urandom | tr -d ' \n')
+  printf '# written by scripts/cluster.sh: the first key signs, every key listed is accepted\n[[key]]\nid = 1\nsecret = "%s"\n' \
+    "$secret" >"$tmp"
+  mv -f "$tmp" "$DIR/cluster.key"
 }
 
 build_switch() {
@@ -471,6 +485,7 @@ cmd_up() {
   MTU=1500
   DEVICE=af_packet
   DSMD_EXTRA=()
+  KEYED=0
   while (($#)); do
     case $1 in
       --mtu) (($# >= 2)) || die "--mtu needs a value"; MTU=$2; shift 2 ;;
@@ -481,6 +496,7 @@ cmd_up() {
       --dir=*) dir=${1#--dir=}; shift ;;
       --no-daemons) no_daemons=1; shift ;;
       --hugepages) hugepages=1; shift ;;
+      --key) KEYED=1; shift ;;
       -h | --help) usage; exit 0 ;;
       --) shift; DSMD_EXTRA=("$@"); break ;;
       -*) die "up: unknown option '$1' (dsmd arguments go after --)" ;;

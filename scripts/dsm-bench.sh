@@ -31,6 +31,10 @@
 #   --loss LIST      comma-separated shares of frames every dsmd drops (--fault-drop), each
 #                    a run of every configuration and fraction (default 0); the table then
 #                    gives time to the first version and goodput as ratios to the 0 run
+#   --auth LIST      comma-separated off/on, each a run of every configuration, loss and
+#                    fraction (default off); on: the cluster authenticates frames with a key
+#                    file (AES-256-GMAC); the table then gives rounds/s keyed as a ratio to
+#                    the runs without a key (medians: repeat, e.g. off,on,off,on)
 #   --no-hugepages   leave the daemons' backing on 4 KiB pages (default: cluster.sh up
 #                    --hugepages reserves 2 MiB pages for it, as a production host would)
 #
@@ -59,11 +63,12 @@ KEEP=0
 DSMD_ARGS=()
 HUGEPAGES=(--hugepages)
 LOSSES=0
+AUTHS=off
 prog=dsm-bench.sh
 
 die() { echo "$prog: $*" >&2; exit 1; }
 note() { echo "$prog: $*"; }
-usage() { sed -n '2,35p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,39p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
 
 # --quick sets defaults; options given explicitly override them wherever they stand.
 for a in "$@"; do
@@ -92,6 +97,7 @@ while (($#)); do
     --no-hugepages) HUGEPAGES=(); shift ;;
     --dsmd-args) read -r -a DSMD_ARGS <<<"${2?--dsmd-args needs a value}"; shift 2 ;;
     --loss) LOSSES=${2:?--loss needs a value}; shift 2 ;;
+    --auth) AUTHS=${2:?--auth needs a value}; shift 2 ;;
     -h | --help) usage; exit 0 ;;
     *) echo "$prog: unknown argument '$1'" >&2; usage >&2; exit 2 ;;
   esac
@@ -197,6 +203,18 @@ stop_daemons() {
   return 0
 }
 
+# Frames authenticated (on: a fresh key file the cluster file names) or not
+# (off), for the daemons started next.
+set_auth() {
+  local dir=$1 auth=$2
+  sed -i '/^key_file = /d' "$dir/cluster.toml"
+  if [[ $auth == on ]]; then
+    (umask 077 && printf '[[key]]\nid = 1\nsecret = "%s"\n' \
+      "$(od -An -tx1 -N32 /dev/urandom | tr -d ' \n')" >"$dir/cluster.key")
+    sed -i 's/^\[cluster\]$/[cluster]\nkey_file = "cluster.key"/' "$dir/cluster.toml"
+  fi
+}
+
 state_of() { sed -n "s/^$2=//p" "$1/.cluster-state" | head -n1; }
 host_mac() { printf '02:00:c6:12:00:%02x\n' "$1"; }
 host_ip() { printf '198.18.0.%d\n' "$1"; }
@@ -262,6 +280,10 @@ started=$(date +%s)
 IFS=, read -r -a cfgs <<<"$CONFIGS"
 IFS=, read -r -a fracs <<<"$FRACTIONS"
 IFS=, read -r -a losses <<<"$LOSSES"
+IFS=, read -r -a auths <<<"$AUTHS"
+for auth in "${auths[@]}"; do
+  [[ $auth == on || $auth == off ]] || die "bad --auth value '$auth' (on or off)"
+done
 for loss in "${losses[@]}"; do
   awk -v l="$loss" 'BEGIN { exit !(l ~ /^[0-9.]+$/ && l >= 0 && l < 1) }' \
     || die "bad --loss value '$loss' (a share of frames, 0 <= loss < 1)"
@@ -297,52 +319,60 @@ for cfg in "${cfgs[@]}"; do
 
   copies=1  # memif links carry one copy per reader
   [[ $device != memif ]] || copies=$readers
-  for loss in "${losses[@]}"; do
-    stop_daemons "$dir" "$hosts"
-    fault_args=()
-    loss_label=""
-    if [[ $loss != 0 ]]; then
-      fault_args=(--fault-drop "$loss" --fault-seed "$idx")
-      loss_label=" loss$(awk -v l="$loss" 'BEGIN { printf "%g", l * 100 }')%"
-    fi
-    for ((h = 1; h <= hosts; h++)); do
-      "$CLUSTER" start "$h" --dir "$dir" -- "${DSMD_ARGS[@]}" "${fault_args[@]}" >>"$WORK/c$idx-up.log" 2>&1 \
-        || { tail -n 30 "$dir/h$h.log" >&2 || true; die "dsmd on host $h did not start for $label"; }
-    done
-    for f in "${fracs[@]}"; do
-      run=$WORK/c$idx-l$loss-f$f
-      board=$dir/board-l$loss-f$f
-      rpids=()
-      peers=()
-      for ((r = 0; r < readers; r++)); do
-        h=$((r + 2))
-        "$CLUSTER" exec "$h" --dir "$dir" -- "$BENCH" reader --socket "$dir/h$h.sock" --board "$board" \
-          --id "$r" --timeout-s 60 >"$run-reader$r.log" 2>&1 &
-        rpids+=($!)
-        BG_PIDS+=($!)
-        peers+=(--peer-socket "$dir/h$h.sock")
-      done
-      rc=0
-      "$CLUSTER" exec 1 --dir "$dir" -- timeout --kill-after=5 $((SECONDS_PER_RUN + 240)) "$BENCH" writer \
-        --socket "$dir/h1.sock" --board "$board" --readers "$readers" "${peers[@]}" \
-        --size "$SIZE" --fraction "$f" --rounds "$ROUNDS" --seconds "$SECONDS_PER_RUN" --window "$WINDOW" --gap-ms "$GAP_MS" \
-        --reader-buffers "$BUFFERS" \
-        --timeout-s 60 --dsmctl "$DSMCTL" --raw-json "$raw_uni" "${mcast_args[@]}" \
-        --label "$label$loss_label" --device "$device" --mtu "$mtu" --loss "$loss" --json "$run.json" --copies "$copies" \
-        >"$run-writer.log" 2>&1 &
-      wpid=$!
-      BG_PIDS+=("$wpid")
-      wait "$wpid" || rc=$?   # in the background, so that a signal reaches our trap at once
-      wait_bounded 70 "${rpids[@]}"
-      if [[ ! -s $run.json ]]; then
-        # The writer died before writing anything: a record so the table says so.
-        err=$(tail -n 3 "$run-writer.log" | tr '\n"\\' '  /')
-        printf '{"tool":"dsm-bench","status":"failed","error":"writer exit %d: %s","config":{"label":"%s","fraction":%s}}\n' \
-          "$rc" "$err" "$label" "$f" >"$run.json"
+  for ai in "${!auths[@]}"; do
+    auth=${auths[$ai]}
+    set_auth "$dir" "$auth"
+    auth_label=""
+    auth_args=()
+    if [[ $auth == on ]]; then auth_label=" key"; auth_args=(--keyed); fi
+    for loss in "${losses[@]}"; do
+      stop_daemons "$dir" "$hosts"
+      fault_args=()
+      loss_label=""
+      if [[ $loss != 0 ]]; then
+        fault_args=(--fault-drop "$loss" --fault-seed "$idx")
+        loss_label=" loss$(awk -v l="$loss" 'BEGIN { printf "%g", l * 100 }')%"
       fi
-      sed 's/^/  /' "$run-writer.log"
-      for ((r = 0; r < readers; r++)); do sed 's/^/  /' "$run-reader$r.log"; done
-      RESULTS+=("$run.json")
+      for ((h = 1; h <= hosts; h++)); do
+        "$CLUSTER" start "$h" --dir "$dir" -- "${DSMD_ARGS[@]}" "${fault_args[@]}" >>"$WORK/c$idx-up.log" 2>&1 \
+          || { tail -n 30 "$dir/h$h.log" >&2 || true; die "dsmd on host $h did not start for $label"; }
+      done
+      for f in "${fracs[@]}"; do
+        run=$WORK/c$idx-a$ai$auth-l$loss-f$f
+        board=$dir/board-a$ai$auth-l$loss-f$f
+        rpids=()
+        peers=()
+        for ((r = 0; r < readers; r++)); do
+          h=$((r + 2))
+          "$CLUSTER" exec "$h" --dir "$dir" -- "$BENCH" reader --socket "$dir/h$h.sock" --board "$board" \
+            --id "$r" --timeout-s 60 >"$run-reader$r.log" 2>&1 &
+          rpids+=($!)
+          BG_PIDS+=($!)
+          peers+=(--peer-socket "$dir/h$h.sock")
+        done
+        rc=0
+        "$CLUSTER" exec 1 --dir "$dir" -- timeout --kill-after=5 $((SECONDS_PER_RUN + 240)) "$BENCH" writer \
+          --socket "$dir/h1.sock" --board "$board" --readers "$readers" "${peers[@]}" \
+          --size "$SIZE" --fraction "$f" --rounds "$ROUNDS" --seconds "$SECONDS_PER_RUN" --window "$WINDOW" --gap-ms "$GAP_MS" \
+          --reader-buffers "$BUFFERS" \
+          --timeout-s 60 --dsmctl "$DSMCTL" --raw-json "$raw_uni" "${mcast_args[@]}" \
+          --label "$label$loss_label$auth_label" --device "$device" --mtu "$mtu" --loss "$loss" "${auth_args[@]}" \
+          --json "$run.json" --copies "$copies" \
+          >"$run-writer.log" 2>&1 &
+        wpid=$!
+        BG_PIDS+=("$wpid")
+        wait "$wpid" || rc=$?   # in the background, so that a signal reaches our trap at once
+        wait_bounded 70 "${rpids[@]}"
+        if [[ ! -s $run.json ]]; then
+          # The writer died before writing anything: a record so the table says so.
+          err=$(tail -n 3 "$run-writer.log" | tr '\n"\\' '  /')
+          printf '{"tool":"dsm-bench","status":"failed","error":"writer exit %d: %s","config":{"label":"%s","fraction":%s}}\n' \
+            "$rc" "$err" "$label" "$f" >"$run.json"
+        fi
+        sed 's/^/  /' "$run-writer.log"
+        for ((r = 0; r < readers; r++)); do sed 's/^/  /' "$run-reader$r.log"; done
+        RESULTS+=("$run.json")
+      done
     done
   done
 
