@@ -21,10 +21,13 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#include <sys/stat.h>
+
 #include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <string>
@@ -317,6 +320,37 @@ void StartReplicationWithTool(const VirtualCluster& cluster, const std::string& 
   StartReplication(cluster, run, area);
 }
 
+// The storm of storm_frames.h at host 2, as the issue sent it: twice ~4,000
+// frames, from host 1's and host 3's addresses, each with that host's
+// incarnation as host 2 believes it, while host 2 replicates. `extra`: more
+// raw_frame_tool arguments (a --key). Returns the frames sent.
+constexpr uint32_t kStormFrames = 2 * (3000 + 1000);
+void SendStorm(const VirtualCluster& cluster, const std::string& tool, const AreaRef& ref,
+               const Board& b, const std::string& extra) {
+  std::string incarnation3;
+  const json seen_by_2 = cluster.Dsmctl(2);
+  if (!seen_by_2.is_discarded()) {
+    for (const json& h : seen_by_2["hosts"]) {
+      if (h["id"].get<int>() == 3) incarnation3 = h.value("incarnation", std::string());
+    }
+  }
+  ASSERT_FALSE(incarnation3.empty() || incarnation3 == "00000000")
+      << "host 2 never heard host 3: " << seen_by_2.dump();
+  const std::string common = " --to 2 --case storm --area-lines " + std::to_string(kAreaLines) +
+                             " --area-index " + std::to_string(ref.index) +
+                             " --area-generation " + std::to_string(ref.generation) +
+                             " --interval-us 150 --version " +
+                             std::to_string(b.writer_version.load()) + extra;
+  for (int round = 0; round < 2; ++round) {
+    const std::string from1 = tool + " --from 1 --count 3000 --seed " + std::to_string(11 + round) +
+                              " --incarnation " + ref.incarnation + common;
+    const std::string from3 = tool + " --from 3 --count 1000 --seed " + std::to_string(21 + round) +
+                              " --incarnation " + incarnation3 + common;
+    ASSERT_EQ(cluster.Exec(1, from1), 0) << from1;
+    ASSERT_EQ(cluster.Exec(3, from3), 0) << from3;
+  }
+}
+
 struct Case {
   std::string name;
   int from;               // host whose namespace (and MAC) sends
@@ -502,25 +536,9 @@ TEST(BadFrames, AStormOfForgedFramesLeavesTheReplicaEqualToItsOriginWithinTheBou
   StartReplicationWithTool(cluster, tool, &run, &ref);
   if (HasFatalFailure()) return;
   const json before = cluster.Dsmctl(2);
-  std::string incarnation3;
-  for (const json& h : before["hosts"]) {
-    if (h["id"].get<int>() == 3) incarnation3 = h["incarnation"].get<std::string>();
-  }
-  ASSERT_FALSE(incarnation3.empty()) << "host 2 never heard host 3";
   const int pid2 = cluster.DaemonPid(2);
-  const std::string common = " --to 2 --case storm --area-lines " + std::to_string(kAreaLines) +
-                             " --area-index " + std::to_string(ref.index) +
-                             " --area-generation " + std::to_string(ref.generation) +
-                             " --interval-us 150 --version " +
-                             std::to_string(b->writer_version.load());
-  for (int round = 0; round < 2; ++round) {  // the issue sent its ~4,400 frames twice
-    const std::string from1 = tool + " --from 1 --count 3000 --seed " + std::to_string(11 + round) +
-                              " --incarnation " + ref.incarnation + common;
-    const std::string from3 = tool + " --from 3 --count 1000 --seed " + std::to_string(21 + round) +
-                              " --incarnation " + incarnation3 + common;
-    ASSERT_EQ(cluster.Exec(1, from1), 0) << from1;
-    ASSERT_EQ(cluster.Exec(3, from3), 0) << from3;
-  }
+  SendStorm(cluster, tool, ref, *b, "");
+  if (HasFatalFailure()) return;
   EXPECT_EQ(kill(pid2, 0), 0) << "host 2's dsmd (pid " << pid2 << ") is gone";
   double took_ms = 0;
   ExpectReplicaEqualsOrigin(cluster, &*b, kResyncAfterMs + kHealMarginMs, /*reader_clean=*/false,
@@ -533,6 +551,200 @@ TEST(BadFrames, AStormOfForgedFramesLeavesTheReplicaEqualToItsOriginWithinTheBou
               took_ms, static_cast<unsigned long>(b->reader_torn.load()),
               static_cast<unsigned long>(b->reader_backwards.load()),
               Deltas(before, after).c_str());
+  run.ExpectCleanExit();
+}
+
+// --- A cluster with keys (cluster.sh up --key: frames carry AES-256-GMAC tags)
+
+// Frames a well-behaved cluster never causes: a forged frame may only move these.
+const std::vector<std::string> kForgedFrameCounters = {
+    "dropped.truncated",    "dropped.oversized",       "dropped.bad_magic",
+    "dropped.bad_version",  "dropped.bad_type",        "dropped.bad_checksum",
+    "dropped.bad_layout",   "dropped.unauthenticated", "dropped.unknown_key",
+    "rx_dropped_malformed", "rx_dropped_not_for_us",   "rx_dropped_unknown_source"};
+
+// What else a forged frame could change, were it believed.
+const std::vector<std::string> kStateCounters = {
+    "dropped.unknown_host", "dropped.unknown_area",  "dropped.out_of_range",
+    "dropped.stale_version", "dropped.unconfirmed",  "replica_resyncs"};
+
+uint64_t Sum(const json& j, const std::vector<std::string>& names) {
+  uint64_t n = 0;
+  for (const std::string& name : names) n += Counter(j, name);
+  return n;
+}
+
+// The cluster's key as raw_frame_tool takes it ("ID:HEX"), from its key file.
+std::string ClusterKey(const VirtualCluster& cluster) {
+  std::ifstream in(cluster.dir() + "/cluster.key");
+  const std::string text((std::istreambuf_iterator<char>(in)), {});
+  const size_t at = text.find("secret = \"");
+  if (at == std::string::npos) return "";
+  return "1:" + text.substr(at + 10, 64);
+}
+
+// Replaces the cluster's key file (every host reads the same one) with these
+// keys, the first signing; as a user rotating keys would, through a rename.
+void WriteKeys(const VirtualCluster& cluster, const std::vector<std::pair<int, std::string>>& keys) {
+  const std::string path = cluster.dir() + "/cluster.key";
+  const std::string tmp = path + ".new";
+  {
+    std::ofstream out(tmp);
+    for (const auto& [id, secret] : keys) {
+      out << "[[key]]\nid = " << id << "\nsecret = \"" << secret << "\"\n";
+    }
+  }
+  chmod(tmp.c_str(), 0600);
+  std::rename(tmp.c_str(), path.c_str());
+}
+
+TEST(BadFramesWithAKey, AStormWithoutTheKeyIsDroppedUnreadAndChangesNothing) {
+  if (const std::string why = MultihostUnavailableReason(); !why.empty()) GTEST_SKIP() << why;
+  const std::string tool = ToolPath();
+  VirtualCluster cluster(3, {}, "--key");
+  Shared<Board> b;
+  Replication run(&*b);
+  AreaRef ref;
+  StartReplicationWithTool(cluster, tool, &run, &ref);
+  if (HasFatalFailure()) return;
+  const json before = cluster.Dsmctl(2);
+  ASSERT_EQ(Counter(before, "signing_key_id"), 1u) << "the cluster has no key";
+  SendStorm(cluster, tool, ref, *b, "");
+  if (HasFatalFailure()) return;
+  // Every forged frame dropped, as unauthenticated unless its header was
+  // already broken; genuine traffic drops none of these.
+  json after;
+  WaitFor([&] {
+    after = cluster.Dsmctl(2);
+    return !after.is_discarded() &&
+           Sum(after, kForgedFrameCounters) - Sum(before, kForgedFrameCounters) >= kStormFrames;
+  }, kCounterWaitMs);
+  ASSERT_FALSE(after.is_discarded());
+  const uint64_t dropped = Sum(after, kForgedFrameCounters) - Sum(before, kForgedFrameCounters);
+  const uint64_t unauthenticated =
+      Counter(after, "dropped.unauthenticated") - Counter(before, "dropped.unauthenticated");
+  std::printf("storm of %u frames without the key: %lu dropped (%lu as unauthenticated); "
+              "counters that moved:%s\n",
+              kStormFrames, static_cast<unsigned long>(dropped),
+              static_cast<unsigned long>(unauthenticated), Deltas(before, after).c_str());
+  EXPECT_EQ(dropped, kStormFrames) << "counters that moved:" << Deltas(before, after);
+  EXPECT_GE(unauthenticated, kStormFrames / 2) << "most forged frames have a sound header";
+  // Nothing else changed: no state a frame could set, no other host's
+  // incarnation, and the reader never saw anything but the writer's versions.
+  EXPECT_EQ(Sum(after, kStateCounters), Sum(before, kStateCounters))
+      << "counters that moved:" << Deltas(before, after);
+  for (const json& h : after["hosts"]) {
+    for (const json& was : before["hosts"]) {
+      if (was["id"] == h["id"]) {
+        EXPECT_EQ(h["incarnation"], was["incarnation"]) << h.dump();
+      }
+    }
+  }
+  ExpectReplicaEqualsOrigin(cluster, &*b, 5000, /*reader_clean=*/true);
+  run.ExpectCleanExit();
+}
+
+TEST(BadFramesWithAKey, FramesSignedWithAWrongOrAnOldKeyAreDroppedAndCounted) {
+  if (const std::string why = MultihostUnavailableReason(); !why.empty()) GTEST_SKIP() << why;
+  const std::string tool = ToolPath();
+  VirtualCluster cluster(3, {}, "--key");
+  Shared<Board> b;
+  Replication run(&*b);
+  AreaRef ref;
+  StartReplicationWithTool(cluster, tool, &run, &ref);
+  if (HasFatalFailure()) return;
+  const std::string key = ClusterKey(cluster);
+  ASSERT_EQ(key.size(), 2u + 64u) << "no key in " << cluster.dir() << "/cluster.key";
+  std::string wrong_secret = key.substr(2);
+  wrong_secret[0] = wrong_secret[0] == '0' ? '1' : '0';
+  const std::string past = " --case data" + ref.args + " --version 1 --base-version 0 --transfer-id 777";
+  const std::vector<Case> cases = {
+      {"the key's id, another secret", 1, past + " --key 1:" + wrong_secret, "dropped.unauthenticated"},
+      {"a key the cluster does not hold (id 9)", 1, past + " --key 9:" + key.substr(2),
+       "dropped.unknown_key"},
+      {"no key at all (a checksum)", 1, past, "dropped.unauthenticated"},
+      // The cluster's own key: the frame passes the seal and is judged by its
+      // content (a version from the past), so the tool seals as dsmd does.
+      {"the cluster's key", 1, past + " --key " + key, "dropped.stale_version"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    const json before = cluster.Dsmctl(2);
+    const std::string cmd = tool + " --from 1 --to 2 --count " + std::to_string(kCopies) + c.args;
+    ASSERT_EQ(cluster.Exec(1, cmd), 0) << cmd;
+    json after;
+    WaitFor([&] {
+      after = cluster.Dsmctl(2);
+      return !after.is_discarded() && Counter(after, c.counter) - Counter(before, c.counter) >= kCopies;
+    }, kCounterWaitMs);
+    const uint64_t delta = Counter(after, c.counter) - Counter(before, c.counter);
+    std::printf("%-44s %s +%lu (all changes:%s)\n", c.name.c_str(), c.counter.c_str(),
+                static_cast<unsigned long>(delta), Deltas(before, after).c_str());
+    EXPECT_EQ(delta, kCopies) << "counters that moved:" << Deltas(before, after);
+  }
+  ExpectReplicaEqualsOrigin(cluster, &*b);
+  run.ExpectCleanExit();
+}
+
+// The key file changes on the running cluster: the new key is added (still
+// signing with the old), then signs (the old still accepted), then the old
+// goes. Replication never stops and loses no frame to the change-over; a
+// frame signed with the old key is refused afterwards.
+TEST(BadFramesWithAKey, KeysRotateOnARunningClusterWithoutARestart) {
+  if (const std::string why = MultihostUnavailableReason(); !why.empty()) GTEST_SKIP() << why;
+  const std::string tool = ToolPath();
+  VirtualCluster cluster(3, {}, "--key");
+  Shared<Board> b;
+  Replication run(&*b);
+  AreaRef ref;
+  StartReplicationWithTool(cluster, tool, &run, &ref);
+  if (HasFatalFailure()) return;
+  const std::string old_key = ClusterKey(cluster);
+  ASSERT_EQ(old_key.size(), 2u + 64u);
+  const std::string old_secret = old_key.substr(2);
+  std::string new_secret(64, '0');
+  std::mt19937_64 rng(7);
+  for (char& c : new_secret) c = "0123456789abcdef"[rng() % 16];
+  json start[4];
+  for (int h = 1; h <= 3; ++h) start[h] = cluster.Dsmctl(h);
+  // Each step: every host has read the file (its reloads counted) and signs
+  // with the key it should.
+  int reloads = 0;
+  const auto step = [&](const std::vector<std::pair<int, std::string>>& keys, uint64_t signing) {
+    ++reloads;
+    WriteKeys(cluster, keys);
+    for (int h = 1; h <= 3; ++h) {
+      EXPECT_TRUE(WaitFor([&] {
+        const json j = cluster.Dsmctl(h);
+        return !j.is_discarded() && Counter(j, "key_reloads") >= static_cast<uint64_t>(reloads) &&
+               Counter(j, "signing_key_id") == signing && Counter(j, "keys_held") == keys.size();
+      }, 5000)) << "host " << h << " after step " << reloads << ": " << cluster.Dsmctl(h)["counters"].dump();
+    }
+    // Replication goes on under the new keys.
+    const uint64_t seen = b->reader_version.load();
+    EXPECT_TRUE(WaitFor([&] { return b->reader_version.load() >= seen + 20; }, 10000))
+        << "reader stopped at version " << b->reader_version.load() << " after step " << reloads;
+  };
+  step({{1, old_secret}, {2, new_secret}}, 1);
+  step({{2, new_secret}, {1, old_secret}}, 2);
+  step({{2, new_secret}}, 2);
+  for (int h = 1; h <= 3; ++h) {
+    const json j = cluster.Dsmctl(h);
+    EXPECT_EQ(Counter(j, "dropped.unauthenticated"), Counter(start[h], "dropped.unauthenticated"))
+        << "host " << h << " refused a genuine frame during the change-over";
+    EXPECT_EQ(Counter(j, "dropped.unknown_key"), Counter(start[h], "dropped.unknown_key"))
+        << "host " << h << " met a key it did not hold during the change-over";
+  }
+  // The old key is refused now.
+  const json before = cluster.Dsmctl(2);
+  const std::string cmd = tool + " --from 1 --to 2 --count " + std::to_string(kCopies) +
+                          " --case data" + ref.args + " --version 1 --base-version 0 --key " + old_key;
+  ASSERT_EQ(cluster.Exec(1, cmd), 0) << cmd;
+  EXPECT_TRUE(WaitFor([&] {
+    return Counter(cluster.Dsmctl(2), "dropped.unknown_key") >=
+           Counter(before, "dropped.unknown_key") + kCopies;
+  }, kCounterWaitMs)) << "frames signed with the retired key were not refused";
+  ExpectReplicaEqualsOrigin(cluster, &*b);
   run.ExpectCleanExit();
 }
 

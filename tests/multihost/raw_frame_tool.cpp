@@ -11,9 +11,13 @@
 // 198.18.0.H) and the header's source_host/dest_host; --src-ip and the other
 // explicit options override them. --case storm sends --count forged frames of
 // every type (storm_frames.h), drawn from --seed, around --version and an
-// area of --area-lines lines. Exit status 0 when every frame was sent.
+// area of --area-lines lines. --key ID:HEX seals every frame of the data case
+// or the storm with that key (as a host of a keyed cluster would, or one
+// holding an old or a wrong key). Exit status 0 when every frame was sent.
 #include <CLI/CLI.hpp>
+#include <array>
 #include <chrono>
+#include <cstring>
 #include <cstdio>
 #include <exception>
 #include <optional>
@@ -26,6 +30,42 @@
 #include "tests/multihost/storm_frames.h"
 
 namespace rf = dsm::testing::rawframe;
+
+namespace {
+
+// "ID:HEX" (64 hex digits) as a frame key.
+std::optional<dsm::wire::FrameKey> ParseKey(const std::string& text) {
+  const size_t colon = text.find(':');
+  if (colon == std::string::npos || text.size() - colon - 1 != 2 * dsm::wire::kKeyBytes) {
+    return std::nullopt;
+  }
+  dsm::wire::FrameKey k;
+  try {
+    const unsigned long id = std::stoul(text.substr(0, colon));
+    if (id < 1 || id > 255) return std::nullopt;
+    k.id = static_cast<uint8_t>(id);
+    for (size_t i = 0; i < dsm::wire::kKeyBytes; ++i) {
+      k.secret[i] = static_cast<uint8_t>(std::stoul(text.substr(colon + 1 + 2 * i, 2), nullptr, 16));
+    }
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+  return k;
+}
+
+// The checksummed frame `plain` laid out and sealed with `seal`'s key (the
+// tag after the header); frames too short to have a header stay as they are.
+std::vector<uint8_t> SealWithKey(const std::vector<uint8_t>& plain, dsm::wire::FrameSeal* seal) {
+  constexpr size_t kHeader = sizeof(dsm::wire::Header);
+  if (plain.size() < kHeader) return plain;
+  std::vector<uint8_t> out(plain.size() + dsm::wire::kTagBytes);
+  std::memcpy(out.data(), plain.data(), kHeader);
+  std::memcpy(out.data() + seal->header_bytes(), plain.data() + kHeader, plain.size() - kHeader);
+  seal->Seal(out.data(), static_cast<uint32_t>(plain.size() - kHeader));
+  return out;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"raw_frame_tool: send crafted libdsm frames on a raw socket"};
@@ -83,6 +123,8 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0, 10000000))
       ->capture_default_str();
   app.add_flag("--dry-run", dry_run, "Print the frame in hex instead of sending it");
+  std::string key_text;
+  app.add_option("--key", key_text, "Seal frames with this key: ID:HEX (64 hex digits)");
   uint64_t seed = 1;
   uint32_t area_lines = 1024;
   app.add_option("--seed", seed, "storm: seed of the forged frames")->capture_default_str();
@@ -95,6 +137,14 @@ int main(int argc, char** argv) {
     return 2;
   }
 
+  dsm::wire::FrameSeal seal;
+  if (!key_text.empty()) {
+    const auto key = ParseKey(key_text);
+    if (!key || !seal.SetKeys(std::span<const dsm::wire::FrameKey>(&*key, 1))) {
+      std::fprintf(stderr, "raw_frame_tool: --key must be ID:HEX (id 1-255, 64 hex digits)\n");
+      return 2;
+    }
+  }
   const bool storm = case_name == "storm";
   const auto mutation = storm ? std::optional<rf::Mutation>(rf::Mutation::kNone)
                               : rf::ParseMutation(case_name);
@@ -137,7 +187,12 @@ int main(int argc, char** argv) {
   spec.dest_host = static_cast<uint16_t>(dest_host >= 0 ? dest_host : to);
   if (full) spec.flags |= dsm::wire::kFlagFull;
 
-  const std::vector<uint8_t> payload = rf::BuildPayload(spec, *mutation);
+  if (seal.keyed() && !storm && *mutation != rf::Mutation::kNone) {
+    std::fprintf(stderr, "raw_frame_tool: --key seals the data and storm cases only\n");
+    return 2;
+  }
+  const std::vector<uint8_t> plain = rf::BuildPayload(spec, *mutation);
+  const std::vector<uint8_t> payload = seal.keyed() ? SealWithKey(plain, &seal) : plain;
   if (dry_run) {
     const auto frame = rf::BuildEthernetFrame(a, 1, payload);
     for (size_t i = 0; i < frame.size(); ++i) std::printf("%02x%s", frame[i], i % 16 == 15 ? "\n" : " ");
@@ -155,8 +210,12 @@ int main(int argc, char** argv) {
   storm_base.first_line = 0;
   storm_base.line_count = area_lines;
   for (uint32_t i = 0; i < count; ++i) {
-    const auto frame = rf::BuildEthernetFrame(
-        a, static_cast<uint16_t>(i + 1), storm ? rf::BuildStormPayload(storm_base, &rng) : payload);
+    std::vector<uint8_t> body = payload;
+    if (storm) {
+      body = rf::BuildStormPayload(storm_base, &rng);
+      if (seal.keyed()) body = SealWithKey(body, &seal);
+    }
+    const auto frame = rf::BuildEthernetFrame(a, static_cast<uint16_t>(i + 1), body);
     if (!sender.Send(frame, &error)) {
       std::fprintf(stderr, "raw_frame_tool: frame %u of %u: %s\n", i + 1, count, error.c_str());
       return 1;
