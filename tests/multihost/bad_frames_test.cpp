@@ -358,6 +358,27 @@ struct Case {
   std::string counter;    // on host 2
 };
 
+// Sends kCopies frames of case `c` to host 2 and waits (kCounterWaitMs at
+// most) until its counter rose by that many; prints what moved. `*before`
+// and `*after`: host 2's dsmctl --json around it (discarded if it failed).
+void SendCase(const VirtualCluster& cluster, const std::string& tool, const Case& c, json* before,
+              json* after) {
+  *before = cluster.Dsmctl(2);
+  ASSERT_FALSE(before->is_discarded()) << "dsmctl on host 2 failed before the case";
+  const std::string cmd = tool + " --from " + std::to_string(c.from) + " --to 2 --count " +
+                          std::to_string(kCopies) + " " + c.args;
+  ASSERT_EQ(cluster.Exec(c.from, cmd), 0) << cmd;
+  WaitFor([&] {
+    *after = cluster.Dsmctl(2);
+    return !after->is_discarded() && Counter(*after, c.counter) - Counter(*before, c.counter) >= kCopies;
+  }, kCounterWaitMs);
+  ASSERT_FALSE(after->is_discarded()) << "dsmctl on host 2 failed after the case";
+  std::printf("%-62s %s +%lu (all changes:%s)\n", c.name.c_str(), c.counter.c_str(),
+              static_cast<unsigned long>(Counter(*after, c.counter) - Counter(*before, c.counter)),
+              Deltas(*before, *after).c_str());
+  std::fflush(stdout);
+}
+
 TEST(BadFrames, EachIsDroppedAndCountedAndTheDaemonKeepsServing) {
   if (const std::string why = MultihostUnavailableReason(); !why.empty()) GTEST_SKIP() << why;
   const std::string tool = ToolPath();
@@ -420,24 +441,10 @@ TEST(BadFrames, EachIsDroppedAndCountedAndTheDaemonKeepsServing) {
   ASSERT_GT(pid2, 0);
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
-    const json before = cluster.Dsmctl(2);
-    ASSERT_FALSE(before.is_discarded()) << "dsmctl on host 2 failed before the case";
-    const std::string cmd = tool + " --from " + std::to_string(c.from) + " --to 2 --count " +
-                            std::to_string(kCopies) + " " + c.args;
-    ASSERT_EQ(cluster.Exec(c.from, cmd), 0) << cmd;
-    json after;
-    const auto deadline = Clock::now() + std::chrono::milliseconds(kCounterWaitMs);
-    do {
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-      after = cluster.Dsmctl(2);
-    } while ((after.is_discarded() || Counter(after, c.counter) - Counter(before, c.counter) <
-                                          kCopies) &&
-             Clock::now() < deadline);
-    ASSERT_FALSE(after.is_discarded()) << "dsmctl on host 2 failed after the case";
+    json before, after;
+    SendCase(cluster, tool, c, &before, &after);
+    if (HasFatalFailure()) return;
     const uint64_t delta = Counter(after, c.counter) - Counter(before, c.counter);
-    std::printf("%-62s %s +%lu (all changes:%s)\n", c.name.c_str(), c.counter.c_str(),
-                static_cast<unsigned long>(delta), Deltas(before, after).c_str());
-    std::fflush(stdout);
     EXPECT_GE(delta, kCopies) << "expected " << c.counter << " to rise by " << kCopies
                               << "; counters that moved:" << Deltas(before, after);
     for (const std::string& r : kDecodeReasons) {
@@ -669,18 +676,11 @@ TEST(BadFramesWithAKey, FramesSignedWithAWrongOrAnOldKeyAreDroppedAndCounted) {
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
-    const json before = cluster.Dsmctl(2);
-    const std::string cmd = tool + " --from 1 --to 2 --count " + std::to_string(kCopies) + c.args;
-    ASSERT_EQ(cluster.Exec(1, cmd), 0) << cmd;
-    json after;
-    WaitFor([&] {
-      after = cluster.Dsmctl(2);
-      return !after.is_discarded() && Counter(after, c.counter) - Counter(before, c.counter) >= kCopies;
-    }, kCounterWaitMs);
-    const uint64_t delta = Counter(after, c.counter) - Counter(before, c.counter);
-    std::printf("%-44s %s +%lu (all changes:%s)\n", c.name.c_str(), c.counter.c_str(),
-                static_cast<unsigned long>(delta), Deltas(before, after).c_str());
-    EXPECT_EQ(delta, kCopies) << "counters that moved:" << Deltas(before, after);
+    json before, after;
+    SendCase(cluster, tool, c, &before, &after);
+    if (HasFatalFailure()) return;
+    EXPECT_EQ(Counter(after, c.counter) - Counter(before, c.counter), kCopies)
+        << "counters that moved:" << Deltas(before, after);
   }
   ExpectReplicaEqualsOrigin(cluster, &*b);
   run.ExpectCleanExit();
