@@ -254,6 +254,19 @@ json Mean(const std::vector<uint64_t>& ns) {
 }
 
 // raw_throughput --json output (one object per line; the receiver's).
+// tcp-fanout --json (the reference a user would write), or null.
+json ReadTcp(const std::string& path) {
+  if (path.empty()) return nullptr;
+  std::ifstream in(path);
+  if (!in) return nullptr;
+  try {
+    json j = json::parse(in);
+    return j.value("tool", "") == "tcp-fanout" ? j : json(nullptr);
+  } catch (const std::exception&) {
+    return nullptr;
+  }
+}
+
 json ReadRaw(const std::string& path) {
   std::ifstream in(path);
   if (!in) return nullptr;
@@ -332,6 +345,7 @@ struct WriterOptions {
   std::string dsmctl = DSM_BENCH_DEFAULT_DSMCTL;
   std::vector<std::string> peer_sockets;
   std::string raw_json;
+  std::string tcp_json;  // bench/tcp-fanout's result for the same workload, same run
   std::vector<std::string> raw_mcast_json;
   // Copies of each version the writer's host sends: the readers when the
   // network has no multicast (memif links), else 1.
@@ -873,6 +887,7 @@ json Writer::Results() {
               {"results", res},
               {"wire", wire},
               {"raw", raw},
+              {"tcp_fanout", ReadTcp(o_.tcp_json)},
               {"environment", {{"cpus", sysconf(_SC_NPROCESSORS_ONLN)}, {"loadavg_1min", LoadAverage()}}}};
   if (!readers_done) {
     out["error"] = "a reader did not finish (see results.readers)";
@@ -1100,6 +1115,37 @@ void PrintLossTable(const json& runs) {
   }
 }
 
+// Each run against the TCP fan-out of the same workload measured in the same
+// invocation (tcp-fanout: one TCP connection per reader, each changed line
+// with its index): rounds/s and latency as ratios, CPU per round.
+void PrintTcpTable(const json& runs) {
+  bool any = false;
+  for (const auto& r : runs) any |= r.value("status", "") == "ok" && !r.value("tcp_fanout", json()).is_null();
+  if (!any) return;
+  std::printf("\nagainst a TCP fan-out of the same changes (bench/tcp_fanout, same namespaces, same run):\n");
+  std::printf("%-30s %5s %9s %9s %7s %9s %9s %7s %11s\n", "config", "f", "r/s", "tcp r/s", "x tcp",
+              "p50 ms", "tcp p50", "x tcp", "tcp cpu");
+  for (const auto& r : runs) {
+    if (r.value("status", "") != "ok") continue;
+    const json t = r.value("tcp_fanout", json());
+    if (t.is_null() || t.value("status", "") != "ok") continue;
+    const json c = r.value("config", json::object());
+    const json& res = r["results"];
+    const json& tr = t["results"];
+    const double rps = res.value("rounds_per_sec", 0.0), trps = tr.value("rounds_per_sec", 0.0);
+    const double p50 = res["latency_ms"].value("p50", 0.0), tp50 = tr["latency_ms"].value("p50", 0.0);
+    double tcp_cpu = tr.value("writer_cpu_ms_per_round", 0.0);
+    for (const auto& x : tr["reader_cpu_ms_per_round"]) tcp_cpu += x.get<double>();
+    char f[16];
+    std::snprintf(f, sizeof(f), "%g%%", c.value("fraction", 0.0) * 100);
+    std::printf("%-30s %5s %9.1f %9.1f %7.2f %9.2f %9.2f %7.2f %11.3f\n",
+                c.value("label", std::string("?")).c_str(), f, rps, trps, trps > 0 ? rps / trps : 0.0, p50,
+                tp50, p50 > 0 ? tp50 / p50 : 0.0, tcp_cpu);
+  }
+  std::printf("x tcp: libdsm's rounds/s over TCP's, and TCP's p50 over libdsm's (above 1: libdsm is "
+              "faster); tcp cpu: writer and readers' CPU ms per round\n");
+}
+
 // Runs of one configuration with and without a key file: rounds/s keyed as
 // a share of rounds/s without (medians where a configuration ran repeatedly).
 void PrintKeyTable(const json& runs) {
@@ -1195,6 +1241,7 @@ int RunReport(const std::vector<std::string>& files, const std::string& out_path
   }
   PrintLossTable(runs);
   PrintKeyTable(runs);
+  PrintTcpTable(runs);
   std::printf("targets: %d met, %d missed; %d run(s) failed; %d run(s) with replica content "
               "different from the writer's\n", met, missed, failed, bad_content);
   std::printf(
@@ -1275,6 +1322,7 @@ int Main(int argc, char** argv) {
       ->capture_default_str();
   wr->add_option("--peer-socket", w.peer_sockets, "reader hosts' dsmd sockets (counters)");
   wr->add_option("--raw-json", w.raw_json, "raw_throughput --json receiver output (unicast)");
+  wr->add_option("--tcp-json", w.tcp_json, "tcp-fanout --json output of the same workload");
   wr->add_option("--raw-mcast-json", w.raw_mcast_json, "raw_throughput receivers, multicast");
   wr->add_option("--copies", w.copies, "copies of each version the writer's host sends (unicast fan-out: the readers)")
       ->check(CLI::Range(1u, 64u));

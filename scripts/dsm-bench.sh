@@ -3,7 +3,10 @@
 # for each configuration (device, MTU, R readers) it brings up R+1 hosts, first
 # measures the raw frame throughput of that device between host 1 and host 2
 # (bench/raw_throughput, no dsmd running; for R > 1 also multicast to every
-# reader host), then starts the daemons and runs bench/dsm-bench with a writer
+# reader host) and the TCP fan-out a user would write instead (bench/tcp-fanout,
+# the same workload over the kernel's TCP between the same namespaces; memif
+# namespaces have no kernel link, so for them an af_packet cluster of the same
+# size and MTU), then starts the daemons and runs bench/dsm-bench with a writer
 # on host 1 and a reader on each of hosts 2..R+1, at f = 100% and f = 1% of the
 # area's lines changed per round. Prints one table and writes
 # results/bench/dsm-bench.json.
@@ -35,6 +38,7 @@
 #                    fraction (default off); on: the cluster authenticates frames with a key
 #                    file (AES-256-GMAC); the table then gives rounds/s keyed as a ratio to
 #                    the runs without a key (medians: repeat, e.g. off,on,off,on)
+#   --no-tcp         skip the TCP fan-out reference
 #   --no-hugepages   leave the daemons' backing on 4 KiB pages (default: cluster.sh up
 #                    --hugepages reserves 2 MiB pages for it, as a production host would)
 #
@@ -64,11 +68,12 @@ DSMD_ARGS=()
 HUGEPAGES=(--hugepages)
 LOSSES=0
 AUTHS=off
+DO_TCP=1
 prog=dsm-bench.sh
 
 die() { echo "$prog: $*" >&2; exit 1; }
 note() { echo "$prog: $*"; }
-usage() { sed -n '2,39p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,44p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
 
 # --quick sets defaults; options given explicitly override them wherever they stand.
 for a in "$@"; do
@@ -98,6 +103,7 @@ while (($#)); do
     --dsmd-args) read -r -a DSMD_ARGS <<<"${2?--dsmd-args needs a value}"; shift 2 ;;
     --loss) LOSSES=${2:?--loss needs a value}; shift 2 ;;
     --auth) AUTHS=${2:?--auth needs a value}; shift 2 ;;
+    --no-tcp) DO_TCP=0; shift ;;
     -h | --help) usage; exit 0 ;;
     *) echo "$prog: unknown argument '$1'" >&2; usage >&2; exit 2 ;;
   esac
@@ -112,17 +118,18 @@ DSMD=$BUILD/daemon/dsmd
 DSMCTL=$BUILD/daemon/dsmctl
 RAW=$BUILD/bench/raw_throughput
 BENCH=$BUILD/bench/dsm-bench
+TCP=$BUILD/bench/tcp-fanout
 export DSMD
 
 if ((DO_BUILD)); then
-  if ! ninja -C "$BUILD" daemon/dsmd daemon/dsmctl bench/raw_throughput bench/dsm-bench >/dev/null 2>&1; then
+  if ! ninja -C "$BUILD" daemon/dsmd daemon/dsmctl bench/raw_throughput bench/dsm-bench bench/tcp-fanout >/dev/null 2>&1; then
     # Other work in the tree may break unrelated targets for a moment: build ours one by one.
-    for t in daemon/dsmd daemon/dsmctl bench/raw_throughput bench/dsm-bench; do
+    for t in daemon/dsmd daemon/dsmctl bench/raw_throughput bench/dsm-bench bench/tcp-fanout; do
       ninja -C "$BUILD" "$t" >/dev/null 2>&1 || echo "$prog: warning: building $t failed; using the existing binary" >&2
     done
   fi
 fi
-for b in "$DSMD" "$DSMCTL" "$RAW" "$BENCH"; do
+for b in "$DSMD" "$DSMCTL" "$RAW" "$BENCH" "$TCP"; do
   [[ -x $b ]] || die "$b is missing; build it: ninja -C $BUILD ${b#"$BUILD"/}"
 done
 
@@ -131,12 +138,16 @@ done
 
 WORK=$(mktemp -d /tmp/dsmbench.XXXXXX)
 CUR_DIR=""   # state dir of the cluster that is up
+CUR_TCP_DIR=""  # and of the TCP reference's, for memif
 BG_PIDS=()
 
 cleanup() {
   local rc=$? p
   trap - EXIT INT TERM
   for p in "${BG_PIDS[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
+  if [[ -n $CUR_TCP_DIR ]]; then
+    "$CLUSTER" down --dir "$CUR_TCP_DIR" >/dev/null 2>&1 || true
+  fi
   if [[ -n $CUR_DIR ]]; then
     "$CLUSTER" down --dir "$CUR_DIR" >/dev/null 2>&1 || echo "$prog: warning: could not take down $CUR_DIR" >&2
     CUR_DIR=""
@@ -263,6 +274,30 @@ run_raw() {
   wait_bounded $((RAW_SECONDS + 20)) "$send_pid" "${pids[@]}"
 }
 
+# The TCP fan-out of fraction $3 from host 1 to hosts 2..$2 of the cluster in
+# $1 (no dsmd running there), result in $4. The kernel gets the hosts' IPv4s
+# for the run (the address otherwise belongs to DPDK) and loses them after.
+run_tcp() {
+  local dir=$1 hosts=$2 f=$3 out=$4 h pids=() peers=()
+  for ((h = 1; h <= hosts; h++)); do
+    "$CLUSTER" exec "$h" --dir "$dir" -- ip addr add "$(host_ip "$h")/24" dev dsm0 2>/dev/null || true
+  done
+  for ((h = 2; h <= hosts; h++)); do
+    "$CLUSTER" exec "$h" --dir "$dir" -- "$TCP" reader --port 7500 --size "$SIZE" >"$out-reader$h.log" 2>&1 &
+    pids+=($!)
+    BG_PIDS+=($!)
+    peers+=(--peer "$(host_ip "$h")")
+  done
+  "$CLUSTER" exec 1 --dir "$dir" -- timeout --kill-after=5 $((SECONDS_PER_RUN + 120)) "$TCP" writer \
+    "${peers[@]}" --port 7500 --size "$SIZE" --fraction "$f" --seconds "$SECONDS_PER_RUN" \
+    --window "$WINDOW" --iface dsm0 --json "$out" >"$out.log" 2>&1 || true
+  wait_bounded 70 "${pids[@]}"
+  for ((h = 1; h <= hosts; h++)); do
+    "$CLUSTER" exec "$h" --dir "$dir" -- ip addr flush dev dsm0 2>/dev/null || true
+  done
+  sed 's/^/  /' "$out.log"
+}
+
 raw_summary() {  # one line from a receiver's JSON
   local f=$1
   if [[ -s $f ]] && command -v jq >/dev/null 2>&1; then
@@ -317,6 +352,25 @@ for cfg in "${cfgs[@]}"; do
     done
   fi
 
+  # The TCP reference of each fraction, before any dsmd runs.
+  if ((DO_TCP)); then
+    tcp_dir=$dir
+    if [[ $device == memif ]]; then
+      tcp_dir=$WORK/c$idx-tcp
+      CUR_TCP_DIR=$tcp_dir
+      "$CLUSTER" up "$hosts" --dir "$tcp_dir" --mtu "$mtu" --device af_packet --no-daemons >>"$WORK/c$idx-up.log" 2>&1 \
+        || die "cluster up for the TCP reference failed for $label"
+    fi
+    for f in "${fracs[@]}"; do
+      note "tcp fan-out f=$f: $hosts hosts"
+      run_tcp "$tcp_dir" "$hosts" "$f" "$WORK/c$idx-tcp-f$f.json"
+    done
+    if [[ $tcp_dir != "$dir" ]]; then
+      "$CLUSTER" down --dir "$tcp_dir" >/dev/null 2>&1 || true
+      CUR_TCP_DIR=""
+    fi
+  fi
+
   copies=1  # memif links carry one copy per reader
   [[ $device != memif ]] || copies=$readers
   for ai in "${!auths[@]}"; do
@@ -357,7 +411,7 @@ for cfg in "${cfgs[@]}"; do
           --reader-buffers "$BUFFERS" \
           --timeout-s 60 --dsmctl "$DSMCTL" --raw-json "$raw_uni" "${mcast_args[@]}" \
           --label "$label$loss_label$auth_label" --device "$device" --mtu "$mtu" --loss "$loss" "${auth_args[@]}" \
-          --json "$run.json" --copies "$copies" \
+          --json "$run.json" --copies "$copies" --tcp-json "$WORK/c$idx-tcp-f$f.json" \
           >"$run-writer.log" 2>&1 &
         wpid=$!
         BG_PIDS+=("$wpid")
