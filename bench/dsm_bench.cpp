@@ -51,6 +51,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -254,6 +255,21 @@ json Mean(const std::vector<uint64_t>& ns) {
 }
 
 // raw_throughput --json output (one object per line; the receiver's).
+// User + system CPU time process `pid` has used, in ms (0 once it is gone):
+// every process of the virtual cluster is on this machine.
+double ProcessCpuMs(int pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  const std::string stat((std::istreambuf_iterator<char>(in)), {});
+  const size_t name_end = stat.rfind(')');
+  if (name_end == std::string::npos || name_end + 2 > stat.size()) return 0;
+  std::istringstream fields(stat.substr(name_end + 2));  // from field 3 (state) on
+  std::string skip;
+  for (int field = 3; field < 14; ++field) fields >> skip;
+  uint64_t utime = 0, stime = 0;  // fields 14 and 15, in clock ticks
+  fields >> utime >> stime;
+  return static_cast<double>(utime + stime) * 1000.0 / static_cast<double>(sysconf(_SC_CLK_TCK));
+}
+
 // tcp-fanout --json (the reference a user would write), or null.
 json ReadTcp(const std::string& path) {
   if (path.empty()) return nullptr;
@@ -403,6 +419,14 @@ class Writer {
   std::vector<uint64_t> changed_lines_;  // by version
   std::vector<uint64_t> modify_ns_, publish_call_ns_, wait_ns_;
   json before_ = json::object(), after_ = json::object();
+  // Every process of both sides over the measured rounds: (label, pid, CPU ms at the start).
+  struct CpuMark {
+    std::string label;
+    int pid;
+    double start_ms;
+  };
+  std::vector<CpuMark> cpu_marks_;
+  json cpu_per_round_ = json::object();
   std::vector<std::string> counter_errors_;
   bool session_ = false;
 };
@@ -680,6 +704,16 @@ int Writer::Run() {
     }
   }
   first_measured_ = v;
+  cpu_marks_.push_back({"writer", static_cast<int>(getpid()), 0});
+  for (uint32_t r = 0; r < o_.readers; ++r) {
+    cpu_marks_.push_back({"reader " + std::to_string(r), h_->reader[r].pid, 0});
+  }
+  for (const auto& [sock, snap] : before_.items()) {
+    if (snap.is_object() && snap.contains("daemon_pid")) {
+      cpu_marks_.push_back({"dsmd " + sock, snap["daemon_pid"].get<int>(), 0});
+    }
+  }
+  for (CpuMark& m : cpu_marks_) m.start_ms = ProcessCpuMs(m.pid);
   const uint64_t start = MonotonicNs();
   const uint64_t capacity = h_->capacity;
   for (uint64_t n = 0; n < o_.rounds && v < capacity; ++n, ++v) {
@@ -699,6 +733,14 @@ int Writer::Run() {
     return 1;
   }
   busy_retries_ -= busy_before;
+  const double rounds_measured = static_cast<double>(last_measured_ - first_measured_ + 1);
+  double cpu_total = 0;
+  for (const CpuMark& m : cpu_marks_) {
+    const double per_round = (ProcessCpuMs(m.pid) - m.start_ms) / rounds_measured;
+    cpu_per_round_[m.label] = per_round;
+    cpu_total += per_round;
+  }
+  cpu_per_round_["total"] = cpu_total;
   if (!o_.no_counters) {
     SleepNs(120 * kMs);
     for (const auto& s : sockets) {
@@ -898,6 +940,7 @@ json Writer::Results() {
   }
   // The ratio to the raw throughput: delivered changed bytes per second over
   // the raw Ethernet bytes per second of the same device and namespaces.
+  out["cpu_ms_per_round"] = cpu_per_round_;
   out["ratio"] = raw_bps > 0 && delivered_bps > 0 ? json(delivered_bps / raw_bps) : json(nullptr);
   out["ratio_vs_multicast_raw"] =
       mcast_bps > 0 && delivered_bps > 0 ? json(delivered_bps / mcast_bps) : json(nullptr);
@@ -1123,8 +1166,8 @@ void PrintTcpTable(const json& runs) {
   for (const auto& r : runs) any |= r.value("status", "") == "ok" && !r.value("tcp_fanout", json()).is_null();
   if (!any) return;
   std::printf("\nagainst a TCP fan-out of the same changes (bench/tcp_fanout, same namespaces, same run):\n");
-  std::printf("%-30s %5s %9s %9s %7s %9s %9s %7s %11s\n", "config", "f", "r/s", "tcp r/s", "x tcp",
-              "p50 ms", "tcp p50", "x tcp", "tcp cpu");
+  std::printf("%-30s %5s %9s %9s %7s %9s %9s %7s %9s %9s\n", "config", "f", "r/s", "tcp r/s", "x tcp",
+              "p50 ms", "tcp p50", "x tcp", "cpu ms/r", "tcp cpu");
   for (const auto& r : runs) {
     if (r.value("status", "") != "ok") continue;
     const json t = r.value("tcp_fanout", json());
@@ -1138,12 +1181,14 @@ void PrintTcpTable(const json& runs) {
     for (const auto& x : tr["reader_cpu_ms_per_round"]) tcp_cpu += x.get<double>();
     char f[16];
     std::snprintf(f, sizeof(f), "%g%%", c.value("fraction", 0.0) * 100);
-    std::printf("%-30s %5s %9.1f %9.1f %7.2f %9.2f %9.2f %7.2f %11.3f\n",
+    const double cpu = r.value("cpu_ms_per_round", json::object()).value("total", 0.0);
+    std::printf("%-30s %5s %9.1f %9.1f %7.2f %9.2f %9.2f %7.2f %9.3f %9.3f\n",
                 c.value("label", std::string("?")).c_str(), f, rps, trps, trps > 0 ? rps / trps : 0.0, p50,
-                tp50, p50 > 0 ? tp50 / p50 : 0.0, tcp_cpu);
+                tp50, p50 > 0 ? tp50 / p50 : 0.0, cpu, tcp_cpu);
   }
   std::printf("x tcp: libdsm's rounds/s over TCP's, and TCP's p50 over libdsm's (above 1: libdsm is "
-              "faster); tcp cpu: writer and readers' CPU ms per round\n");
+              "faster); cpu ms/r: CPU ms per round of the writer, the readers and every dsmd; tcp cpu: "
+              "of TCP's writer and readers\n");
 }
 
 // Runs of one configuration with and without a key file: rounds/s keyed as

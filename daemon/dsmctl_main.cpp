@@ -309,6 +309,7 @@ int main(int argc, char** argv) {
     const json areas = Areas(d);
     const json j = {{"host", d.seg->header.host_id},
                     {"daemon_alive", d.seg->header.daemon_alive.load() != 0},
+                    {"daemon_pid", d.seg->header.daemon_pid},
                     {"hosts", Hosts(d)},
                     {"areas", areas},
                     {"counters", Counters(d)},
