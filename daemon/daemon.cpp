@@ -182,6 +182,9 @@ int Daemon::Run() {
       Shutdown();
       return 1;
     }
+    // Woken by a client after a sleep: frames that came meanwhile (a listing
+    // that gives a name to a new area) are taken in before it is answered.
+    if (n > 0 && sleep_ns != 0 && remote_) remote_->Poll(MonotonicNs());
     for (int i = 0; i < n; ++i) {
       const int fd = events[i].data.fd;
       if (fd == signal_fd_) {
@@ -221,8 +224,11 @@ int64_t Daemon::IdleSleepNs(bool worked) {
   ++idle_turns_;
   if (idle_turns_ < kSpinTurnsBeforeSleep) return 0;
   const uint32_t doublings =
-      std::min<uint32_t>((idle_turns_ - kSpinTurnsBeforeSleep) / kIdleTurnsPerDoubling, 6);
-  const uint64_t cap = remote_->RecentlyActive(MonotonicNs()) ? kActiveSleepMaxNs : kIdleSleepMaxNs;
+      std::min<uint32_t>((idle_turns_ - kSpinTurnsBeforeSleep) / kIdleTurnsPerDoubling, 8);
+  const uint64_t now = MonotonicNs();
+  const uint64_t cap = remote_->RecentlyActive(now) ? kActiveSleepMaxNs
+                       : remote_->LongIdle(now)     ? kDeepIdleSleepMaxNs
+                                                    : kIdleSleepMaxNs;
   return static_cast<int64_t>(std::min<uint64_t>(kIdleSleepMinNs << doublings, cap));
 }
 

@@ -191,6 +191,7 @@ void RemoteSync::SendFrame(net::Destination dest, wire::Header h, std::span<cons
   if (!body.empty()) std::memcpy(buf + seal_.header_bytes(), body.data(), body.size());
   seal_.Seal(buf, static_cast<uint32_t>(body.size()));
   transport_->Commit(seal_.header_bytes() + body.size());
+  ++small_frames_out_;
 }
 
 bool RemoteSync::Poll(uint64_t now_ns) {
@@ -200,10 +201,14 @@ bool RemoteSync::Poll(uint64_t now_ns) {
   DropTailsOfFreedExports();
   DropFreedReplicas();
   constexpr size_t kPollFrames = 64;
+  replication_frames_in_ = false;
   const size_t got = transport_->Poll(kPollFrames, [&](std::span<const uint8_t> bytes, uint16_t source) {
     Receive(bytes, source, now_ns);
   });
-  worked |= got > 0;
+  // Heartbeats and listings (tens a second) are handled as they come, but
+  // do not keep the loop spinning: only replication traffic, or a full
+  // burst (more waiting), is worth polling again at once.
+  worked |= replication_frames_in_ || got == kPollFrames;
   // dsmd itself did not run for a while (descheduled, stopped): its peers'
   // frames may wait unread, so their silence says nothing yet.
   const bool stalled = now_ns - last_poll_ns_ > kHostDownAfterNs / 2;
@@ -258,7 +263,9 @@ bool RemoteSync::Poll(uint64_t now_ns) {
                    r->name, r->origin_host, r->area->writer_latest());
     }
   }
-  worked |= transport_->Flush() > 0;
+  // Frames beyond this turn's own small ones: DATA queued earlier going out.
+  worked |= transport_->Flush() > small_frames_out_;
+  small_frames_out_ = 0;
   // Every turn (a copy of a few counters), so dsmctl's frame and byte counts
   // agree with the daemon's own at any moment.
   PublishTransportCounters();
@@ -307,10 +314,12 @@ void RemoteSync::Receive(std::span<const uint8_t> bytes, uint16_t source_host, u
       break;
     case wire::FrameType::kAck:
       last_activity_ns_ = now_ns;
+      replication_frames_in_ = true;
       OnAck(f, source_host, now_ns);
       break;
     case wire::FrameType::kData:
       last_activity_ns_ = now_ns;
+      replication_frames_in_ = true;
       OnData(f, source_host, now_ns);
       break;
     case wire::FrameType::kHello:

@@ -56,6 +56,8 @@ class RemoteSync {
   // Whether frames flowed recently: the loop then sleeps only briefly when idle,
   // since the next frame or version is likely close.
   bool RecentlyActive(uint64_t now_ns) const { return now_ns - last_activity_ns_ < kActiveWindowNs; }
+  // Whether no replication traffic flowed for a long while (kDeepIdleAfterNs).
+  bool LongIdle(uint64_t now_ns) const { return now_ns - last_activity_ns_ >= kDeepIdleAfterNs; }
 
   // Whether a local writer published a version that the next turn would collect
   // and ship: the loop's last look before it sleeps with the doorbell armed.
@@ -192,6 +194,8 @@ class RemoteSync {
   uint64_t last_poll_ns_ = 0;
   bool expire_due_ = false;  // a heartbeat interval passed: judge silent hosts
   uint64_t last_activity_ns_ = 0;  // last DATA or ACK in or out
+  bool replication_frames_in_ = false;  // DATA or ACK received this turn
+  size_t small_frames_out_ = 0;  // frames SendFrame queued this turn (not DATA)
   uint64_t next_directory_ns_ = 0;
   wire::FrameSeal seal_;  // the cluster's keys, or checksums
   std::unique_ptr<FileChangeWatch> key_file_watch_;

@@ -39,6 +39,11 @@ inline constexpr uint32_t kIdleTurnsPerDoubling = 2;
 // While replication traffic flowed within this window, idle sleeps stay short.
 inline constexpr uint64_t kActiveWindowNs = 100'000'000;
 inline constexpr uint64_t kActiveSleepMaxNs = 50'000;
+// After this long without replication traffic, sleeps grow to kDeepIdleSleepMaxNs:
+// an idle daemon wakes ~300 times a second (its heartbeats and listings need
+// far fewer), and only the first frame after a long pause waits that long.
+inline constexpr uint64_t kDeepIdleAfterNs = 1'000'000'000;
+inline constexpr uint64_t kDeepIdleSleepMaxNs = 4'000'000;
 // Turns without work before the first idle sleep.
 inline constexpr uint32_t kSpinTurnsBeforeSleep = 16;
 // The multicast group every daemon of a cluster joins for fan-out of DATA.
