@@ -56,6 +56,7 @@
 #include <vector>
 
 #include "bench/dsm_bench_board.h"
+#include "bench/stage_breakdown.h"
 #include "dsm/dsm.h"
 #include "libdsm/contract/clock.h"
 
@@ -163,8 +164,10 @@ inline void StampLine(uint64_t* w, uint64_t version, uint64_t line) {
 // ---------------------------------------------------------------------------
 // dsmd counters through dsmctl.
 
-json Snapshot(const std::string& dsmctl, const std::string& socket, std::string* error) {
-  const std::string cmd = "'" + dsmctl + "' --socket '" + socket + "' --json all 2>&1";
+// dsmctl's JSON output for `args` (after --socket S --json).
+json Dsmctl(const std::string& dsmctl, const std::string& socket, const std::string& args,
+            std::string* error) {
+  const std::string cmd = "'" + dsmctl + "' --socket '" + socket + "' --json " + args + " 2>&1";
   FILE* f = popen(cmd.c_str(), "r");
   if (!f) {
     *error = "cannot run " + cmd;
@@ -185,6 +188,10 @@ json Snapshot(const std::string& dsmctl, const std::string& socket, std::string*
     *error = "dsmctl output is not JSON: " + std::string(e.what());
     return nullptr;
   }
+}
+
+json Snapshot(const std::string& dsmctl, const std::string& socket, std::string* error) {
+  return Dsmctl(dsmctl, socket, "all", error);
 }
 
 // after - before for every numeric counter ("dropped" summed over reasons too).
@@ -401,6 +408,9 @@ class Writer {
   bool Round(uint64_t version, std::string* error);
   bool Publish(uint64_t version, std::string* error);
   json Results();
+  // Where each measured version's time went (stage_breakdown.h), from every
+  // host's dsmd timeline; the replicas must still exist (readers attached).
+  json Stages();
   json Targets(const json& r) const;
   void Fail(const std::string& error);
   void WriteExpected() const;
@@ -418,6 +428,8 @@ class Writer {
   uint64_t busy_retries_ = 0;
   std::vector<uint64_t> changed_lines_;  // by version
   std::vector<uint64_t> modify_ns_, publish_call_ns_, wait_ns_;
+  std::vector<uint64_t> publish_end_ns_;  // by version: when dsm_publish returned
+  json stages_ = nullptr;  // StageBreakdown of the measured versions
   json before_ = json::object(), after_ = json::object();
   // Every process of both sides over the measured rounds: (label, pid, CPU ms at the start).
   struct CpuMark {
@@ -622,7 +634,10 @@ bool Writer::Publish(uint64_t version, std::string* error) {
              std::to_string(version);
     return false;
   }
-  publish_call_ns_.push_back(MonotonicNs() - t0);
+  const uint64_t t1 = MonotonicNs();
+  publish_call_ns_.push_back(t1 - t0);
+  if (publish_end_ns_.size() <= version) publish_end_ns_.resize(version + 1, 0);
+  publish_end_ns_[version] = t1;
   return true;
 }
 
@@ -748,6 +763,7 @@ int Writer::Run() {
       after_[s] = Snapshot(o_.dsmctl, s, &e);
       if (!e.empty()) counter_errors_.push_back(e);
     }
+    stages_ = Stages();
   }
   // Done: readers check the final content and leave.
   h_->final_hash = o_.verify ? XXH3_64bits(area_, o_.size) : 0;
@@ -782,6 +798,26 @@ int Writer::Run() {
     std::fprintf(stderr, "dsm-bench writer: %s\n", result.value("error", std::string()).c_str());
   }
   return result["status"] == "ok" && result.value("content_ok", false) ? 0 : 1;
+}
+
+json Writer::Stages() {
+  const std::string area = "timeline --area '" + o_.name + "'";
+  bench::StageInputs in;
+  in.first_version = first_measured_;
+  in.last_version = last_measured_;
+  in.publish_begin = [&](uint64_t v) { return board_.publish_ns()[v]; };
+  in.publish_end = [&](uint64_t v) { return v < publish_end_ns_.size() ? publish_end_ns_[v] : 0; };
+  in.seen = [&](uint32_t r, uint64_t v) { return board_.visible_ns(r)[v]; };
+  std::string e;
+  in.writer_host = Dsmctl(o_.dsmctl, o_.socket, area, &e);
+  for (uint32_t r = 0; r < o_.readers && r < o_.peer_sockets.size() && e.empty(); ++r) {
+    in.reader_host.push_back(Dsmctl(o_.dsmctl, o_.peer_sockets[r], area, &e));
+  }
+  if (!e.empty()) {
+    counter_errors_.push_back(e);
+    return nullptr;
+  }
+  return bench::StageBreakdown(in);
 }
 
 json Writer::Results() {
@@ -841,6 +877,7 @@ json Writer::Results() {
                 {"modify_and_log", Mean(modify_ns_)},
                 {"publish_call", Mean(publish_call_ns_)}}},
               {"publish_busy_retries", busy_retries_},
+              {"stages", stages_},
               {"readers", readers}};
   if (o_.timeline) {
     json t = json::array();
@@ -1191,6 +1228,44 @@ void PrintTcpTable(const json& runs) {
               "of TCP's writer and readers\n");
 }
 
+// Where the time from dsm_publish to the last remote reader went, per run:
+// each stage's median in ms and its median share of the version's total.
+void PrintStageTable(const json& runs) {
+  bool any = false;
+  for (const auto& r : runs) {
+    any |= r.value("status", "") == "ok" && r["results"].value("stages", json()).is_object();
+  }
+  if (!any) return;
+  std::printf("\nper-version timeline, publish to the last reader (median ms, median share):\n");
+  std::printf("%-30s %5s %6s %8s", "config", "f", "vers", "total");
+  const char* heads[] = {"publish", "wake", "collect", "plan", "frame", "transmit", "receive",
+                         "rpublish", "reader"};
+  for (const char* h : heads) std::printf(" %13s", h);
+  std::printf("\n");
+  for (const auto& r : runs) {
+    if (r.value("status", "") != "ok") continue;
+    const json st = r["results"].value("stages", json());
+    if (!st.is_object()) continue;
+    const json c = r.value("config", json::object());
+    char f[16];
+    std::snprintf(f, sizeof(f), "%g%%", c.value("fraction", 0.0) * 100);
+    std::printf("%-30s %5s %6lu %8.3f", c.value("label", std::string("?")).c_str(), f,
+                static_cast<unsigned long>(st.value("versions", uint64_t{0})),
+                st.value("total_ms_p50", 0.0));
+    for (const auto& s : st["stages"]) {
+      char cell[32];
+      std::snprintf(cell, sizeof(cell), "%.3f %3.0f%%", s.value("p50_ms", 0.0),
+                    100 * s.value("share_p50", 0.0));
+      std::printf(" %13s", cell);
+    }
+    std::printf("\n");
+  }
+  std::printf("stages end where the next begins: wake = until dsmd starts collecting; frame = until "
+              "the last frame for that reader's host is queued; transmit = until the device queue "
+              "drained; receive = until the replica has every frame; rpublish = until its readers "
+              "can read it; reader = until the reader process sees it\n");
+}
+
 // Runs of one configuration with and without a key file: rounds/s keyed as
 // a share of rounds/s without (medians where a configuration ran repeatedly).
 void PrintKeyTable(const json& runs) {
@@ -1287,6 +1362,7 @@ int RunReport(const std::vector<std::string>& files, const std::string& out_path
   PrintLossTable(runs);
   PrintKeyTable(runs);
   PrintTcpTable(runs);
+  PrintStageTable(runs);
   std::printf("targets: %d met, %d missed; %d run(s) failed; %d run(s) with replica content "
               "different from the writer's\n", met, missed, failed, bad_content);
   std::printf(

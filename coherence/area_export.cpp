@@ -80,6 +80,7 @@ bool AreaExport::Collect(uint64_t now_ns) {
   const bool repin = source_lost_ && sender_.AnyDue(now_ns, CollectHoldNs());
   if (collected_once_ && latest <= sender_.version() && !repin) return false;
   if (host_->TailsInUse()) return false;  // the pin (and the shadow) stay as they are
+  const uint64_t begin_ns = marks_ ? marks_->NowNs() : 0;
   if (!collected_once_) pending_.AddAll();  // the first copy: everything
   // Take the lines the writer changed, and pin the newest version. If the
   // writer published again in between, the pin is newer than what was taken:
@@ -117,6 +118,10 @@ bool AreaExport::Collect(uint64_t now_ns) {
   pending_.Clear();
   collected_once_ = true;
   ++counters_->versions_collected;
+  if (marks_) {
+    marks_->Mark(Stage::kCollectBegin, version, wire::kAllHosts, begin_ns);
+    marks_->Mark(Stage::kCollected, version, wire::kAllHosts, marks_->NowNs());
+  }
   return true;
 }
 
@@ -181,6 +186,12 @@ wire::Header AreaExport::DataHeader(const Transfer& t, uint16_t dest) const {
   return h;
 }
 
+void AreaExport::MarkSending(Stage stage) {
+  if (!marks_) return;
+  const uint16_t peer = sending_.hosts.size() > 1 ? wire::kAllHosts : sending_.hosts.front();
+  marks_->Mark(stage, sending_.version, peer, marks_->NowNs());
+}
+
 bool AreaExport::ContinueSend(uint64_t now_ns) {
   // The device has not taken what it was given last turn (a ring full until
   // the peer drains it): wait for it rather than queue more. Still work: the
@@ -195,6 +206,7 @@ bool AreaExport::ContinueSend(uint64_t now_ns) {
   next_seq_ += sent;
   if (next_seq_ >= frame_count_) {
     in_send_ = false;
+    MarkSending(Stage::kFramed);
     rto_ns_ = params_.retransmit_timeout_ns +
               params_.retransmit_per_send_time * (now_ns - send_started_ns_);
     sender_.Sent(sending_, now_ns);
@@ -265,6 +277,7 @@ bool AreaExport::Turn(uint64_t now_ns) {
       frame_count_ = plan_.frames();
       next_seq_ = 0;
       in_send_ = frame_count_ > 0;
+      MarkSending(Stage::kPlanned);
       if (!in_send_) sender_.Sent(sending_, now_ns);
     }
   }

@@ -26,6 +26,7 @@
 #include "coherence/line_set.h"
 #include "coherence/loss_memory.h"
 #include "coherence/replica_sender.h"
+#include "coherence/stage_marks.h"
 #include "coherence/sync_params.h"
 #include "coherence/wire_format.h"
 
@@ -132,6 +133,9 @@ class AreaExport {
   // dsmd stops: lets go of the pinned buffer, so the writer keeps publishing.
   void ReleasePin();
 
+  // Where the end of each stage of a version is marked (nullptr: nowhere).
+  void set_stage_marks(StageMarks* marks) { marks_ = marks; }
+
   // The newest version every subscribed host that is up holds (MinAcked).
   uint64_t MinAcked() const { return sender_.MinAcked(); }
   const ReplicaSender& sender() const { return sender_; }
@@ -165,6 +169,8 @@ class AreaExport {
   // transfer brings those lines, ReplicaSender::OnLostTransfer).
   bool ContinueResends(uint64_t now_ns);
   wire::Header DataHeader(const Transfer& t, uint16_t dest) const;
+  // Marks `stage` of the transfer being sent, for its host (or all hosts).
+  void MarkSending(Stage stage);
 
   size_t area_bytes_;
   size_t mapped_bytes_;
@@ -173,6 +179,7 @@ class AreaExport {
   ExportHost* host_;
   ExportFrameOut* out_;
   ExportCounters* counters_;
+  StageMarks* marks_ = nullptr;
   ReplicaSender sender_;
   LossMemory loss_;  // receivers reported missing frames
 

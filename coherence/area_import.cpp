@@ -38,9 +38,17 @@ wire::DropReason AreaImport::OnData(const wire::Frame& frame, uint64_t now_ns) {
   if (res.drop == wire::DropReason::kNone) {
     progress_ns_ = now_ns;
     progress_started_ = true;
+    if (marks_ && frame.header.version > first_frame_marked_) {
+      first_frame_marked_ = frame.header.version;
+      origin_host_ = frame.header.source_host;
+      marks_->Mark(Stage::kFirstFrame, frame.header.version, origin_host_, marks_->NowNs());
+    }
   }
   if (res.completed) {
     ++counters_->versions_received;
+    if (marks_) {
+      marks_->Mark(Stage::kAssembled, receiver_.complete_version(), origin_host_, marks_->NowNs());
+    }
     SendAck(now_ns, /*every_missing=*/false);  // first: the sender may move on while we copy locally
     Publish(now_ns);
   } else if (res.ack_now && now_ns - last_ack_ns_ >= params_.ack_min_gap_ns) {
@@ -70,6 +78,9 @@ bool AreaImport::Publish(uint64_t now_ns) {
   const uint8_t* latest = host_->Buffer(static_cast<int>(host_->Latest()));
   bytes += publisher_.PublishInPlace(written, static_cast<uint32_t>(target), latest, dst);
   host_->Publish(static_cast<uint32_t>(target), receiver_.complete_version(), bytes, now_ns);
+  if (marks_) {
+    marks_->Mark(Stage::kPublished, receiver_.complete_version(), origin_host_, marks_->NowNs());
+  }
   receiver_.Published();
   // Not aimed at a spare yet: right now local readers still hold the version
   // before, and with two buffers that is the only spare. The next frame, or

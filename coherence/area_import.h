@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "coherence/replica_receiver.h"
+#include "coherence/stage_marks.h"
 #include "coherence/sync_params.h"
 #include "coherence/version_publisher.h"
 #include "coherence/wire_format.h"
@@ -89,6 +90,9 @@ class AreaImport {
   void OnWriterLatest(uint64_t latest, uint64_t now_ns);
   uint64_t writer_latest() const { return writer_latest_; }
 
+  // Where the end of each stage of a version is marked (nullptr: nowhere).
+  void set_stage_marks(StageMarks* marks) { marks_ = marks; }
+
   const ReplicaReceiver& receiver() const { return receiver_; }
   const VersionPublisher& publisher() const { return publisher_; }
   // The buffer frames of the next version go to; -1: the staging copy.
@@ -116,6 +120,9 @@ class AreaImport {
   SyncParams params_;
   ImportHost* host_;
   ImportCounters* counters_;
+  StageMarks* marks_ = nullptr;
+  uint64_t first_frame_marked_ = 0;  // the newest version whose first frame was marked
+  uint16_t origin_host_ = 0;         // the frames' source, for the marks
   ReplicaReceiver receiver_;
   VersionPublisher publisher_;
   int target_ = -1;

@@ -4,6 +4,7 @@
 //
 //   dsmctl [--socket S] [--json] hosts|areas|counters|all
 //   dsmctl [--socket S] watch [--interval-ms N] [--count N]
+//   dsmctl [--socket S] [--json] timeline [--area NAME] [--versions N]
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -20,6 +21,7 @@
 
 #include "coherence/version_publisher.h"
 #include "coherence/wire_format.h"
+#include "daemon/dsmctl_timeline.h"
 #include "dsm/dsm.h"
 #include "libdsm/contract/clock.h"
 #include "libdsm/contract/control_protocol.h"
@@ -291,8 +293,12 @@ int main(int argc, char** argv) {
   int count = 0;
   app.add_option("--socket", socket_path, "The daemon's socket ($DSM_SOCKET)")->capture_default_str();
   app.add_flag("--json", as_json, "JSON instead of tables");
-  app.add_option("what", what, "hosts, areas, counters, all or watch")
-      ->check(CLI::IsMember({"hosts", "areas", "counters", "all", "watch"}));
+  std::string timeline_area;
+  size_t timeline_versions = 20;
+  app.add_option("what", what, "hosts, areas, counters, all, watch or timeline")
+      ->check(CLI::IsMember({"hosts", "areas", "counters", "all", "watch", "timeline"}));
+  app.add_option("--area", timeline_area, "timeline: only this area's marks");
+  app.add_option("--versions", timeline_versions, "timeline: the newest this many versions (table)");
   app.add_option("--interval-ms", interval_ms, "watch: refresh period")->check(CLI::Range(50, 60000));
   app.add_option("--count", count, "watch: stop after this many refreshes (0: until Ctrl-C)")
       ->check(CLI::Range(0, 1000000));
@@ -303,6 +309,19 @@ int main(int argc, char** argv) {
   if (!Connect(socket_path, &d, &error)) {
     std::fprintf(stderr, "dsmctl: %s\n", error.c_str());
     return 1;
+  }
+  if (what == "timeline") {
+    const nlohmann::json t = dsm::TimelineJson(*d.seg, timeline_area, &error);
+    if (t.is_null()) {
+      std::fprintf(stderr, "dsmctl: %s\n", error.c_str());
+      return 1;
+    }
+    if (as_json) {
+      std::printf("%s\n", t.dump().c_str());
+    } else {
+      dsm::PrintTimeline(t, timeline_versions);
+    }
+    return 0;
   }
   const bool watch = what == "watch";
   for (int i = 0; !watch || count == 0 || i < count; ++i) {

@@ -45,6 +45,8 @@ void RemoteSync::OnSubscribe(const wire::Frame& f, uint16_t host, uint64_t now_n
     // Without multicast a frame reaches one host: one host per transfer.
     e.area = std::make_unique<AreaExport>(a.size, a.mapped_size, cluster_.multicast, h, params_,
                                           e.host.get(), e.host.get(), &export_counters_);
+    e.marks = timeline_.ForArea(config_.host_id, index, a.generation);
+    e.area->set_stage_marks(e.marks.get());
     a.export_enabled.store(1);  // from now on the writer logs each version's lines
     exports_.erase(index);
     it = exports_.emplace(index, std::move(e)).first;

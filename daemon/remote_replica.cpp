@@ -76,6 +76,8 @@ std::string RemoteSync::RequestReplica(const std::string& name, uint64_t now_ns,
           directory_, *index, &a, backing_, [this, self](const AckReport& ack) { SendAck(*self, ack); });
       fresh->area = std::make_unique<AreaImport>(a.size, a.buffer_count, params_, fresh->host.get(),
                                                  &import_counters_);
+      fresh->marks = timeline_.ForArea(host, d.area_index, d.area_generation);
+      fresh->area->set_stage_marks(fresh->marks.get());
       r = fresh.get();
       replicas_.push_back(std::move(fresh));
       spdlog::info("replicating '{}' from host {} (here {}, origin {}.{})", name, host, *index,

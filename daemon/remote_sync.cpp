@@ -44,7 +44,8 @@ RemoteSync::RemoteSync(const DaemonConfig& config, const ClusterConfig& cluster,
       // Differs at every start (but for a 1 in 2^32 chance), so peers tell
       // a restarted daemon's frames from its predecessor's.
       incarnation_(DrawIncarnation()),
-      params_(config.sync) {}
+      params_(config.sync),
+      timeline_(&segment->timeline) {}
 
 RemoteSync::~RemoteSync() = default;
 
@@ -266,6 +267,7 @@ bool RemoteSync::Poll(uint64_t now_ns) {
   // Frames beyond this turn's own small ones: DATA queued earlier going out.
   worked |= transport_->Flush() > small_frames_out_;
   small_frames_out_ = 0;
+  if (timeline_.transmit_pending() && transport_->tx_backlog() == 0) timeline_.DeviceDrained();
   // Every turn (a copy of a few counters), so dsmctl's frame and byte counts
   // agree with the daemon's own at any moment.
   PublishTransportCounters();

@@ -33,6 +33,7 @@
 #include "daemon/export_host.h"
 #include "daemon/import_host.h"
 #include "daemon/key_file.h"
+#include "daemon/stage_timeline.h"
 #include "daemon/tunables.h"
 #include "net/transport.h"
 
@@ -86,6 +87,7 @@ class RemoteSync {
     uint32_t generation = 0;
     uint32_t reader_slot = 0;  // the daemon pins the version it ships
     std::unique_ptr<ShmExportHost> host;
+    std::unique_ptr<StageMarks> marks;
     std::unique_ptr<AreaExport> area;
   };
   // Another host's area replicated here: AreaImport decides, ShmImportHost
@@ -98,6 +100,7 @@ class RemoteSync {
     uint32_t origin_generation = 0;
     std::string name;
     std::unique_ptr<ShmImportHost> host;
+    std::unique_ptr<StageMarks> marks;
     std::unique_ptr<AreaImport> area;
     uint64_t subscribed_ns = 0;
     uint64_t writer_gone_since_ns = 0;  // 0: its writer is alive, as last heard
@@ -184,6 +187,7 @@ class RemoteSync {
   ExportCounters export_counters_;  // of every export, copied into stats_ each turn
   ImportCounters import_counters_;  // of every replica, likewise
   std::unique_ptr<net::Transport> transport_;
+  StageTimelineWriter timeline_;  // into segment_->timeline
   std::unique_ptr<Membership> membership_;
   std::map<uint32_t, ExportedArea> exports_;  // by local area index
   std::vector<std::unique_ptr<Replica>> replicas_;

@@ -4,6 +4,7 @@
 #ifndef DSM_LIBDSM_CONTRACT_DAEMON_STATE_H_
 #define DSM_LIBDSM_CONTRACT_DAEMON_STATE_H_
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 
@@ -61,6 +62,29 @@ struct HostInfo {
   uint32_t reserved;
   uint64_t region_used_bytes;  // its backing in use, from its last heartbeat
   uint64_t region_bytes;
+};
+
+// One moment of a version's way through dsmd: the end of a stage
+// (coherence/stage_marks.h), for `dsmctl timeline` and dsm-bench.
+struct TimelineEvent {
+  uint64_t t_ns;  // CLOCK_MONOTONIC (one clock for every namespace of a machine)
+  uint64_t version;
+  uint32_t origin_index;  // the area, as its writer's host knows it
+  uint32_t origin_generation;
+  uint16_t origin_host;
+  uint16_t peer;  // export stages: the transfer's host (0xffff: every host); import: the origin
+  uint8_t stage;  // dsm::Stage
+  uint8_t reserved[3];
+};
+
+// The newest kTimelineEvents marks, a ring dsmd alone writes: event i (of
+// `written` ever written) sits at i % kTimelineEvents and is complete once
+// `written` exceeds i (release). A reader copies, then loads `written` again
+// and keeps only the events not overwritten meanwhile.
+inline constexpr size_t kTimelineEvents = size_t{1} << 16;
+struct StageTimeline {
+  std::atomic<uint64_t> written;
+  TimelineEvent events[kTimelineEvents];
 };
 
 }  // namespace dsm

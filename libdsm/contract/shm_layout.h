@@ -16,7 +16,7 @@
 namespace dsm {
 
 inline constexpr uint64_t kControlMagic = 0x4d53442d4c54434eULL;  // "NCTL-DSM"
-inline constexpr uint32_t kLayoutVersion = 13;
+inline constexpr uint32_t kLayoutVersion = 14;
 inline constexpr uint32_t kNoBuffer = 0xff;
 // A reader's pin word: the buffer it maps (low byte) and the one it is moving to
 // (second byte); kNoBuffer in a byte pins nothing.
@@ -149,6 +149,7 @@ struct alignas(64) ControlHeader {
 struct ControlSegment {
   ControlHeader header;
   AreaControl areas[kMaxAreas];
+  StageTimeline timeline;  // dsmd's per-version stage marks (daemon_state.h)
 };
 
 static_assert(std::atomic<uint64_t>::is_always_lock_free, "cross-process atomics need lock-free");

@@ -16,6 +16,7 @@
 #include "coherence/line_set.h"
 #include "coherence/sync_params.h"
 #include "coherence/wire_format.h"
+#include "tests/coherence/recording_marks.h"
 
 namespace dsm {
 namespace {
@@ -213,6 +214,26 @@ TEST_F(AreaExportTest, TheNextVersionWaitsForEveryAckOrTheTimeoutAndCarriesOnlyI
   export_.Turn(kT0 + 3);
   EXPECT_EQ(CheckFrames(2, host_.buffers[host_.latest]).CountLines(), 2u);
   EXPECT_EQ(counters_.versions_collected, 2u);
+}
+
+TEST_F(AreaExportTest, EachVersionSentIsMarkedCollectedPlannedAndFramedInThatOrder) {
+  ::dsm::testing::RecordingMarks marks;
+  export_.set_stage_marks(&marks);
+  export_.Subscribe(kHostA);
+  export_.Subscribe(kHostB);
+  export_.Turn(kT0);
+  using S = Stage;
+  EXPECT_EQ(marks.StagesOf(1),
+            (std::vector<S>{S::kCollectBegin, S::kCollected, S::kPlanned, S::kFramed}));
+  for (const auto& m : marks.marks) EXPECT_EQ(m.peer, wire::kAllHosts) << "one transfer for both";
+  host_.Publish({7, 900}, 0x11);
+  export_.Turn(kT0 + 1);
+  EXPECT_TRUE(marks.StagesOf(2).empty()) << "not collected while hosts take version 1 in";
+  AckAll(1, kT0 + 2);
+  export_.Turn(kT0 + 3);
+  EXPECT_EQ(marks.StagesOf(2),
+            (std::vector<S>{S::kCollectBegin, S::kCollected, S::kPlanned, S::kFramed}));
+  EXPECT_TRUE(marks.InTimeOrder());
 }
 
 TEST_F(AreaExportTest, ASilentHostHoldsTheNextVersionBackNoLongerThanTheTimeout) {

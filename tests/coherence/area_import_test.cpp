@@ -14,6 +14,7 @@
 #include "coherence/line_set.h"
 #include "coherence/sync_params.h"
 #include "coherence/version_publisher.h"
+#include "tests/coherence/recording_marks.h"
 #include "tests/coherence/transfer_frames.h"
 
 namespace dsm {
@@ -118,6 +119,20 @@ TEST_F(AreaImportTest, FramesOfTheNextVersionGoStraightIntoASpareAndArePublished
   EXPECT_EQ(host_.events, (std::vector<std::string>{"ack", "publish"}));
   EXPECT_EQ(host_.acks[0].complete_version, 5u);
   EXPECT_FALSE(host_.acks[0].holds_nothing);
+}
+
+TEST_F(AreaImportTest, AVersionIsMarkedAtItsFirstFrameWhenCompleteAndWhenPublished) {
+  ::dsm::testing::RecordingMarks marks;
+  import_.set_stage_marks(&marks);
+  const Frames frames = MakeFrames(All(), RandomContent(5), 5, 0, true, 1, kFrameBytes);
+  ASSERT_GT(frames.size(), 2u);
+  for (size_t i = 0; i + 1 < frames.size(); ++i) import_.OnData(frames[i], kT0);
+  EXPECT_EQ(marks.StagesOf(5), (std::vector<Stage>{Stage::kFirstFrame}));
+  import_.OnData(frames[frames.size() - 1], kT0);
+  EXPECT_EQ(marks.StagesOf(5),
+            (std::vector<Stage>{Stage::kFirstFrame, Stage::kAssembled, Stage::kPublished}));
+  for (const auto& m : marks.marks) EXPECT_EQ(m.peer, frames[0].header.source_host);
+  EXPECT_TRUE(marks.InTimeOrder());
 }
 
 TEST(AreaImportPinTest, WhileReadersPinEverySpareFramesAreStagedAndCopiedAtThePublish) {

@@ -8,6 +8,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <map>
+#include <string>
 
 #include "tests/multihost/replication_workload.h"
 #include "tests/multihost/virtual_cluster.h"
@@ -26,6 +28,39 @@ enum class Shadowing {
   kAny,     // acks usually come back between the writer's versions
   kNeeded,  // the writer publishes faster than acks can come back
 };
+
+// The stage marks (dsmctl timeline) of host 1's area on host 1 (export) and
+// host 2 (replica): every stage is marked, and, on the one clock of the
+// machine, a version is complete on host 2 no sooner than host 1 queued the
+// last frame of its transfer there.
+void CheckTimeline(const nlohmann::json& t1, const nlohmann::json& t2) {
+  ASSERT_TRUE(t1.is_object() && t1.contains("events"));
+  ASSERT_TRUE(t2.is_object() && t2.contains("events"));
+  std::map<std::string, int> stages;
+  std::map<uint64_t, uint64_t> framed_to_2, assembled;  // by version: the first such mark
+  for (const auto& e : t1["events"]) {
+    if (e[2] != 1) continue;
+    stages[e[6].get<std::string>()]++;
+    if (e[6] == "framed" && (e[5] == 2 || e[5] == 0xffff)) framed_to_2.try_emplace(e[1], e[0]);
+  }
+  for (const auto& e : t2["events"]) {
+    if (e[2] != 1) continue;
+    stages[e[6].get<std::string>()]++;
+    if (e[6] == "assembled") assembled.try_emplace(e[1], e[0]);
+  }
+  for (const char* s : {"collect_begin", "collected", "planned", "framed", "transmitted",
+                        "first_frame", "assembled", "published"}) {
+    EXPECT_GT(stages[s], 0) << "no '" << s << "' mark";
+  }
+  int compared = 0;
+  for (const auto& [v, t] : assembled) {
+    auto f = framed_to_2.find(v);
+    if (f == framed_to_2.end()) continue;
+    EXPECT_LE(f->second, t) << "version " << v << " complete on host 2 before host 1 framed it";
+    ++compared;
+  }
+  EXPECT_GT(compared, 0);
+}
 
 void RunThreeHosts(const std::vector<std::string>& dsmd_args, const WorkloadOptions& o,
                    Shadowing shadowing, const std::string& cluster_args = "") {
@@ -83,6 +118,7 @@ void RunThreeHosts(const std::vector<std::string>& dsmd_args, const WorkloadOpti
     for (const auto& c : {c2, cluster.Dsmctl(3)}) {
       EXPECT_EQ(c["counters"]["dropped"]["bad_checksum"].get<uint64_t>(), 0u);
     }
+    CheckTimeline(cluster.Dsmctl(1, "timeline"), cluster.Dsmctl(2, "timeline"));
   }
   if (o.pause_us > 0) {
     uint64_t caught_up = 0;

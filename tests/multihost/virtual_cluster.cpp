@@ -80,9 +80,9 @@ bool VirtualCluster::StartDaemon(int host) {
              " >/dev/null 2>&1") == 0;
 }
 
-nlohmann::json VirtualCluster::Dsmctl(int host) const {
-  const std::string out =
-      Capture(Env("DSM_DSMCTL", "dsmctl") + " --socket " + socket(host) + " --json all 2>/dev/null");
+nlohmann::json VirtualCluster::Dsmctl(int host, const std::string& what) const {
+  const std::string out = Capture(Env("DSM_DSMCTL", "dsmctl") + " --socket " + socket(host) +
+                                  " --json " + what + " 2>/dev/null");
   return nlohmann::json::parse(out, nullptr, false);
 }
 

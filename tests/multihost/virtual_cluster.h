@@ -27,8 +27,8 @@ class VirtualCluster {
   int DaemonPid(int host) const;
   // Restarts host's daemon (after it died), with the cluster's dsmd args.
   bool StartDaemon(int host);
-  // dsmctl --json of a host's daemon (null on failure).
-  nlohmann::json Dsmctl(int host) const;
+  // dsmctl --json `what` (all, timeline, ...) of a host's daemon (null on failure).
+  nlohmann::json Dsmctl(int host, const std::string& what = "all") const;
   // In a dsmctl listing: the area named `name` (a replica or not), leaving
   // out index `skip_index` (a retired replica keeps its name there); the
   // area at `index`; the incarnation (hex) it believes host `of` has. Null
