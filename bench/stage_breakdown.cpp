@@ -55,7 +55,7 @@ json StageBreakdown(const StageInputs& in) {
     reader_host_id.push_back(t.is_object() ? t.value("host", uint16_t{0}) : uint16_t{0});
   }
   std::array<std::vector<double>, kStages> ms, share;
-  std::vector<double> totals;
+  std::vector<double> totals, overlap;
   uint64_t skipped = 0;
   for (uint64_t v = in.first_version; v <= in.last_version && !readers.empty(); ++v) {
     // The reader that saw it last decides when it was visible everywhere.
@@ -74,12 +74,14 @@ json StageBreakdown(const StageInputs& in) {
               Find(writer, v, kAllHosts, "collected", &b[3]) && sent("planned", &b[4]) &&
               sent("framed", &b[5]) && sent("transmitted", &b[6]);
     // The replica's marks carry the writer's host as peer: any peer will do.
-    bool assembled = false, published = false;
+    bool assembled = false, published = false, first = false;
+    uint64_t first_frame = 0;
     const Marks& replica = readers[last];
     for (auto it = replica.lower_bound({v, 0, std::string()});
          it != replica.end() && std::get<0>(it->first) == v; ++it) {
       if (std::get<2>(it->first) == "assembled") assembled = (b[7] = it->second, true);
       if (std::get<2>(it->first) == "published") published = (b[8] = it->second, true);
+      if (std::get<2>(it->first) == "first_frame") first = (first_frame = it->second, true);
     }
     b[9] = in.seen(last, v);
     ok = ok && assembled && published && b[9] != 0;
@@ -87,6 +89,8 @@ json StageBreakdown(const StageInputs& in) {
       ++skipped;
       continue;
     }
+    // How far receiving overlaps framing: the first frame taken in, from the plan.
+    if (first) overlap.push_back((static_cast<double>(first_frame) - static_cast<double>(b[4])) / 1e6);
     for (size_t i = 1; i < b.size(); ++i) b[i] = std::max(b[i], b[i - 1]);
     const double total = static_cast<double>(b[kStages] - b[0]) / 1e6;
     totals.push_back(total);
@@ -103,6 +107,7 @@ json StageBreakdown(const StageInputs& in) {
   return {{"versions", totals.size()},
           {"skipped", skipped},
           {"total_ms_p50", Median(totals)},
+          {"first_frame_after_plan_ms_p50", Median(overlap)},
           {"stages", stages}};
 }
 

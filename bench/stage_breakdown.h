@@ -28,7 +28,9 @@ struct StageInputs {
 // frame of that reader's transfer queued), transmit (the device queue
 // drained), receive (the replica has the last frame), replica publish, reader
 // (its process sees it). A mark out of order counts as the stage before's end.
-// JSON: {"versions": n, "skipped": m, "total_ms_p50": x, "stages": [{"name",
+// JSON: {"versions": n, "skipped": m, "total_ms_p50": x,
+// "first_frame_after_plan_ms_p50": y (how soon the replica takes frames in
+// while the sender still frames), "stages": [{"name",
 // "p50_ms", "share_p50"}, ...]}; versions without every mark (collected
 // together with the next, or overwritten in a ring) are skipped.
 nlohmann::json StageBreakdown(const StageInputs& in);

@@ -12,7 +12,7 @@ AreaImport::AreaImport(size_t area_bytes, uint32_t buffer_count, const SyncParam
       host_(host),
       counters_(counters),
       receiver_(area_bytes, host->Buffer(-1)),
-      publisher_(area_bytes, buffer_count) {
+      publisher_(area_bytes, buffer_count, LineStores::kStreaming) {
   Aim(false);
 }
 
@@ -68,7 +68,7 @@ bool AreaImport::Publish(uint64_t now_ns) {
   if (target_ < 0) {  // staged: copy the new lines over
     const uint8_t* staging = host_->Buffer(-1);
     written.ForEachPage([&](size_t page, uint64_t mask) {
-      bytes += CopyPageLines(page, mask, staging, dst);
+      bytes += CopyPageLines(page, mask, staging, dst, LineStores::kStreaming);
     });
   } else {
     bytes = written.CountLines() * kLineBytes;  // already in place

@@ -70,10 +70,11 @@ uint64_t LineBytesToMask(const uint8_t* line_bytes) {
   return mask;
 }
 
-size_t CopyPageLines(size_t page, uint64_t mask, const uint8_t* src, uint8_t* dst) {
+size_t CopyPageLines(size_t page, uint64_t mask, const uint8_t* src, uint8_t* dst,
+                     LineStores stores) {
   const size_t base = page * kLinesPerPage * kLineBytes;
   if (mask == ~uint64_t{0}) {
-    CopyLines(dst + base, src + base, kLinesPerPage * kLineBytes);
+    CopyLines(dst + base, src + base, kLinesPerPage * kLineBytes, stores);
     return kLinesPerPage * kLineBytes;
   }
   size_t copied = 0;
@@ -82,7 +83,7 @@ size_t CopyPageLines(size_t page, uint64_t mask, const uint8_t* src, uint8_t* ds
     const uint64_t shifted = mask >> start;
     const unsigned len = static_cast<unsigned>(__builtin_ctzll(~shifted));  // shifted != ~0 here
     const size_t off = base + size_t{start} * kLineBytes;
-    CopyLines(dst + off, src + off, size_t{len} * kLineBytes);
+    CopyLines(dst + off, src + off, size_t{len} * kLineBytes, stores);
     copied += size_t{len} * kLineBytes;
     mask &= ~(((uint64_t{1} << len) - 1) << start);
   }

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "coherence/constants.h"
+#include "coherence/line_copy.h"
 
 namespace dsm {
 
@@ -71,9 +72,11 @@ class LineSet {
 uint64_t LineBytesToMask(const uint8_t* line_bytes);
 
 // Copies the lines of `mask` in page `page` from src to dst (area-relative
-// pointers) with CopyLines (line_copy.h: long runs with streaming stores, so
-// StoreFence() before others may read them). Returns bytes copied.
-size_t CopyPageLines(size_t page, uint64_t mask, const uint8_t* src, uint8_t* dst);
+// pointers) with CopyLines (line_copy.h: long runs, or every run with
+// LineStores::kStreaming, with streaming stores, so StoreFence() before
+// others may read them). Returns bytes copied.
+size_t CopyPageLines(size_t page, uint64_t mask, const uint8_t* src, uint8_t* dst,
+                     LineStores stores = LineStores::kByRunLength);
 
 template <typename Fn>
 void LineSet::ForEachRun(Fn&& fn) const {

@@ -80,8 +80,9 @@ ReplicaReceiver::Result ReplicaReceiver::OnData(const wire::Frame& frame, uint64
   for (size_t i = 0; i < frame.runs.size(); ++i) {
     const wire::Run run = frame.runs[i];
     const size_t bytes = size_t{run.line_count} * kLineBytes;
-    // Streaming stores: the version's publish fences them (PublishInPlace).
-    CopyLines(staging_ + size_t{run.first_line} * kLineBytes, data, bytes);
+    // Streaming stores, single lines too (LineStores::kStreaming): the
+    // version's publish fences them (PublishInPlace).
+    CopyLinesStreaming(staging_ + size_t{run.first_line} * kLineBytes, data, bytes);
     data += bytes;
     changed_.AddLines(run.first_line, run.line_count);
   }

@@ -12,8 +12,8 @@ int PickTargetBuffer(uint32_t buffer_count, uint32_t latest, uint32_t pinned_mas
   return -1;
 }
 
-VersionPublisher::VersionPublisher(size_t area_bytes, uint32_t buffer_count)
-    : area_bytes_(area_bytes), pending_(buffer_count, LineSet(area_bytes)) {}
+VersionPublisher::VersionPublisher(size_t area_bytes, uint32_t buffer_count, LineStores stores)
+    : area_bytes_(area_bytes), stores_(stores), pending_(buffer_count, LineSet(area_bytes)) {}
 
 size_t VersionPublisher::Publish(ChangeLog& dirty, uint32_t target, const uint8_t* src,
                                  uint8_t* dst, LineSet* changed) {
@@ -39,7 +39,7 @@ size_t VersionPublisher::PublishInPlace(const LineSet& written, uint32_t target,
   LineSet& todo = pending_[target];
   size_t copied = 0;
   todo.ForEachPage([&](size_t page, uint64_t mask) {
-    copied += CopyPageLines(page, mask & ~written.mask(page), latest, dst);
+    copied += CopyPageLines(page, mask & ~written.mask(page), latest, dst, stores_);
   });
   todo.Clear();
   StoreFence();  // the streaming copies, and the caller's lines in `written`
@@ -57,7 +57,9 @@ bool VersionPublisher::CatchUpWorthwhile(uint32_t target) const {
 size_t VersionPublisher::CopyPending(uint32_t target, const uint8_t* src, uint8_t* dst) {
   LineSet& todo = pending_[target];
   size_t copied = 0;
-  todo.ForEachPage([&](size_t page, uint64_t mask) { copied += CopyPageLines(page, mask, src, dst); });
+  todo.ForEachPage([&](size_t page, uint64_t mask) {
+    copied += CopyPageLines(page, mask, src, dst, stores_);
+  });
   todo.Clear();
   StoreFence();
   return copied;

@@ -41,7 +41,9 @@ int PickTargetBuffer(uint32_t buffer_count, uint32_t latest, uint32_t pinned_mas
 
 class VersionPublisher {
  public:
-  VersionPublisher(size_t area_bytes, uint32_t buffer_count);
+  // `stores`: how copies into the buffers store their lines (line_copy.h).
+  VersionPublisher(size_t area_bytes, uint32_t buffer_count,
+                   LineStores stores = LineStores::kByRunLength);
 
   // Writes the next version into buffer `target`: copies the lines marked in
   // `dirty` plus those `target` missed, from the writer copy `src` into `dst`
@@ -84,6 +86,7 @@ class VersionPublisher {
   size_t CopyPending(uint32_t target, const uint8_t* src, uint8_t* dst);
 
   size_t area_bytes_;
+  LineStores stores_;
   std::vector<LineSet> pending_;
 };
 
