@@ -56,6 +56,7 @@ json StageBreakdown(const StageInputs& in) {
   }
   std::array<std::vector<double>, kStages> ms, share;
   std::vector<double> totals, overlap;
+  std::array<std::vector<double>, kStages> raw;  // each stage's end, from publish_begin, unclamped
   uint64_t skipped = 0;
   for (uint64_t v = in.first_version; v <= in.last_version && !readers.empty(); ++v) {
     // The reader that saw it last decides when it was visible everywhere.
@@ -91,6 +92,9 @@ json StageBreakdown(const StageInputs& in) {
     }
     // How far receiving overlaps framing: the first frame taken in, from the plan.
     if (first) overlap.push_back((static_cast<double>(first_frame) - static_cast<double>(b[4])) / 1e6);
+    for (size_t i = 1; i < b.size(); ++i) {
+      raw[i - 1].push_back((static_cast<double>(b[i]) - static_cast<double>(b[0])) / 1e6);
+    }
     for (size_t i = 1; i < b.size(); ++i) b[i] = std::max(b[i], b[i - 1]);
     const double total = static_cast<double>(b[kStages] - b[0]) / 1e6;
     totals.push_back(total);
@@ -102,7 +106,10 @@ json StageBreakdown(const StageInputs& in) {
   }
   json stages = json::array();
   for (size_t s = 0; s < kStages; ++s) {
-    stages.push_back({{"name", kStageNames[s]}, {"p50_ms", Median(ms[s])}, {"share_p50", Median(share[s])}});
+    stages.push_back({{"name", kStageNames[s]},
+                      {"p50_ms", Median(ms[s])},
+                      {"share_p50", Median(share[s])},
+                      {"end_after_publish_call_ms_p50", Median(raw[s])}});
   }
   return {{"versions", totals.size()},
           {"skipped", skipped},

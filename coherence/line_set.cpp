@@ -12,7 +12,7 @@ namespace dsm {
 LineSet::LineSet(size_t area_bytes)
     : lines_((area_bytes + kLineBytes - 1) / kLineBytes),
       masks_((lines_ + kLinesPerPage - 1) / kLinesPerPage, 0),
-      listed_(masks_.size(), 0) {}
+      listed_((masks_.size() + 63) / 64, 0) {}
 
 void LineSet::AddLines(size_t first, size_t count) {
   if (first >= lines_ || count == 0) return;
@@ -47,15 +47,9 @@ bool LineSet::Empty() const {
 void LineSet::Clear() {
   for (uint32_t page : listed_pages_) {
     masks_[page] = 0;
-    listed_[page] = 0;
+    listed_[page / 64] = 0;
   }
   listed_pages_.clear();
-}
-
-void LineSet::SortPages() const {
-  // Pages stay listed when their mask is cleared; sorting keeps them (harmless:
-  // iteration skips empty masks) so listed_ stays consistent without mutation.
-  std::sort(listed_pages_.begin(), listed_pages_.end());
 }
 
 uint64_t LineBytesToMask(const uint8_t* line_bytes) {

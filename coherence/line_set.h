@@ -26,8 +26,10 @@ class LineSet {
   void AddMask(size_t page, uint64_t mask) {
     if (mask == 0) return;
     masks_[page] |= mask;
-    if (!listed_[page]) {
-      listed_[page] = 1;
+    uint64_t& listed = listed_[page / 64];
+    const uint64_t bit = uint64_t{1} << (page % 64);
+    if (!(listed & bit)) {
+      listed |= bit;
       listed_pages_.push_back(static_cast<uint32_t>(page));
     }
   }
@@ -58,14 +60,12 @@ class LineSet {
 
 
  private:
-  // ForEachRun scans every page's mask once at least 1/this of them are listed.
-  static constexpr size_t kDenseShare = 16;
-  void SortPages() const;
-
   size_t lines_;
   std::vector<uint64_t> masks_;
-  std::vector<uint8_t> listed_;  // page is in listed_pages_
-  mutable std::vector<uint32_t> listed_pages_;  // each once; masks may have become 0
+  // Bit per page: it is in listed_pages_. Also how ForEachRun finds the
+  // listed pages in address order without sorting or scanning every mask.
+  std::vector<uint64_t> listed_;
+  std::vector<uint32_t> listed_pages_;  // each once; masks may have become 0
 };
 
 // The mask of one page's 64 line bytes (byte != 0 -> bit set).
@@ -80,30 +80,27 @@ size_t CopyPageLines(size_t page, uint64_t mask, const uint8_t* src, uint8_t* ds
 
 template <typename Fn>
 void LineSet::ForEachRun(Fn&& fn) const {
-  // Pages in address order: where many are listed, a pass over every mask
-  // costs less than sorting the list (1% of a 64 MiB area's lines at random
-  // touch half its pages).
-  const bool scan_all = listed_pages_.size() * kDenseShare >= masks_.size();
-  if (!scan_all) SortPages();
   size_t run_first = 0, run_count = 0;
-  const size_t n = scan_all ? masks_.size() : listed_pages_.size();
-  for (size_t i = 0; i < n; ++i) {
-    const size_t page = scan_all ? i : listed_pages_[i];
-    uint64_t m = masks_[page];
-    while (m != 0) {
-      const unsigned start = static_cast<unsigned>(__builtin_ctzll(m));
-      const uint64_t shifted = m >> start;
-      const unsigned len = shifted == ~uint64_t{0} ? 64 - start
-                                                    : static_cast<unsigned>(__builtin_ctzll(~shifted));
-      const size_t first = page * kLinesPerPage + start;
-      if (run_count != 0 && run_first + run_count == first) {
-        run_count += len;
-      } else {
-        if (run_count != 0) fn(run_first, run_count);
-        run_first = first;
-        run_count = len;
+  for (size_t word = 0; word < listed_.size(); ++word) {
+    for (uint64_t pages = listed_[word]; pages != 0; pages &= pages - 1) {
+      const size_t page = word * 64 + static_cast<size_t>(__builtin_ctzll(pages));
+      uint64_t m = masks_[page];
+      while (m != 0) {
+        const unsigned start = static_cast<unsigned>(__builtin_ctzll(m));
+        const uint64_t shifted = m >> start;
+        const unsigned len = shifted == ~uint64_t{0}
+                                 ? 64 - start
+                                 : static_cast<unsigned>(__builtin_ctzll(~shifted));
+        const size_t first = page * kLinesPerPage + start;
+        if (run_count != 0 && run_first + run_count == first) {
+          run_count += len;
+        } else {
+          if (run_count != 0) fn(run_first, run_count);
+          run_first = first;
+          run_count = len;
+        }
+        m = len >= 64 ? 0 : m & ~(((uint64_t{1} << len) - 1) << start);
       }
-      m = len >= 64 ? 0 : m & ~(((uint64_t{1} << len) - 1) << start);
     }
   }
   if (run_count != 0) fn(run_first, run_count);

@@ -106,8 +106,12 @@ void ReleaseDaemonPins(AreaControl& area) {
 void ExportChanges(AreaControl& area, uint64_t* logs, const LineSet& changed, uint64_t version) {
   const uint32_t index = area.export_index.load();
   uint64_t* log = logs + index * area.export_pages;
+  // No locked OR: publishes of an area run one at a time (the quiescence
+  // gate), and dsmd touches only the other log until this publish ends
+  // (export_seq even again), so nothing else writes these words meanwhile.
   changed.ForEachPage([&](size_t page, uint64_t mask) {
-    std::atomic_ref<uint64_t>(log[page]).fetch_or(mask, std::memory_order_relaxed);
+    std::atomic_ref<uint64_t> word(log[page]);
+    word.store(word.load(std::memory_order_relaxed) | mask, std::memory_order_relaxed);
   });
   area.export_version[index].store(version);
 }
