@@ -25,13 +25,13 @@ size_t VersionPublisher::Publish(ChangeLog& dirty, uint32_t target, const uint8_
     for (LineSet& p : pending_) p.AddMask(page, mask);
     if (changed) changed->AddMask(page, mask);
   });
-  return CopyPending(target, src, dst);
+  return CopyPending(target, src, dst, stores_);
 }
 
 size_t VersionPublisher::PublishLines(const LineSet& dirty, uint32_t target, const uint8_t* src,
                                       uint8_t* dst) {
   for (LineSet& p : pending_) p.Merge(dirty);
-  return CopyPending(target, src, dst);
+  return CopyPending(target, src, dst, stores_);
 }
 
 size_t VersionPublisher::PublishInPlace(const LineSet& written, uint32_t target,
@@ -54,11 +54,12 @@ bool VersionPublisher::CatchUpWorthwhile(uint32_t target) const {
   return pending_[target].CountLines() * kCatchUpMaxShare <= lines;
 }
 
-size_t VersionPublisher::CopyPending(uint32_t target, const uint8_t* src, uint8_t* dst) {
+size_t VersionPublisher::CopyPending(uint32_t target, const uint8_t* src, uint8_t* dst,
+                                     LineStores stores) {
   LineSet& todo = pending_[target];
   size_t copied = 0;
   todo.ForEachPage([&](size_t page, uint64_t mask) {
-    copied += CopyPageLines(page, mask, src, dst, stores_);
+    copied += CopyPageLines(page, mask, src, dst, stores);
   });
   todo.Clear();
   StoreFence();

@@ -70,9 +70,13 @@ class VersionPublisher {
   // Brings buffer `target` (neither latest nor pinned, nothing written into
   // it since the last publish) up to the latest version, from `latest`, ahead
   // of the next PublishInPlace into it: done while the host waits for the next
-  // version, that copy is off its path. Returns the bytes copied.
+  // version, that copy is off its path. Returns the bytes copied. Streaming
+  // stores (LineStores::kStreaming): nothing reads those lines before the
+  // next publish, and meanwhile the copy competes with dsmd for the cores.
+  // Measured on the 2-host memif bench, 64 MiB, 1% of lines: the writer's
+  // dsm_publish with its catch-up 1.14 -> 0.92 ms (medians of 5 runs).
   size_t CatchUp(uint32_t target, const uint8_t* latest, uint8_t* dst) {
-    return CopyPending(target, latest, dst);
+    return CopyPending(target, latest, dst, LineStores::kStreaming);
   }
   // Whether CatchUp of `target` is worth making now (kCatchUpMaxShare).
   bool CatchUpWorthwhile(uint32_t target) const;
@@ -83,7 +87,7 @@ class VersionPublisher {
 
  private:
   // Copies what `target` lacks from src to dst and forgets it.
-  size_t CopyPending(uint32_t target, const uint8_t* src, uint8_t* dst);
+  size_t CopyPending(uint32_t target, const uint8_t* src, uint8_t* dst, LineStores stores);
 
   size_t area_bytes_;
   LineStores stores_;

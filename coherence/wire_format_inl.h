@@ -71,6 +71,13 @@ uint32_t DataFrameWriter::WritePlanned(const Plan& plan, const uint8_t* content,
         continue;
       }
     }
+    // The next frame's lines are scattered over the area: ask for them now,
+    // so their misses overlap this frame's work instead of following it.
+    if (seq + 1 < end_seq) {
+      for (uint32_t r = plan.frame_start[seq + 1]; r < plan.frame_start[seq + 2]; ++r) {
+        __builtin_prefetch(content + size_t{plan.runs[r].first_line} * kLineBytes, 0, 3);
+      }
+    }
     sink.Commit(FillFrame(frame, runs, content, static_cast<uint32_t>(seq), frame_count));
   }
   return written;
