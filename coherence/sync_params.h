@@ -38,8 +38,12 @@ struct SyncParams {
   uint32_t nack_max_ranges = 1024;
   // Frames handed to the transport per area and loop turn before other work
   // gets a turn (new transfers and resends alike); also the device backlog
-  // above which no more are framed.
-  uint32_t send_burst_frames = 256;
+  // above which no more are framed. Each turn ends with a flush, so this is
+  // also how soon a receiver gets a transfer's first frames: 256 held them
+  // back until 256 were framed. 64 MiB on memif 1500, medians of 5
+  // alternated runs: 1% of lines 425 -> 465 rounds/s with 48, p50 1.68 ->
+  // 1.58 ms; 100% 18.1 -> 19.3 rounds/s (3 runs).
+  uint32_t send_burst_frames = 48;
   // A receiver that reported missing frames this recently, and fewer than
   // loss_memory_transfers transfers ago, may do so again (LossMemory): a
   // version whose buffer the writer needs is then copied into the shadow, so

@@ -28,7 +28,14 @@ constexpr size_t kArea = 1000 * kLineBytes;
 constexpr size_t kFrameBytes = sizeof(wire::Header) + sizeof(wire::Run) + 8 * kLineBytes;
 constexpr uint16_t kHostA = 2;
 constexpr uint16_t kHostB = 3;
-const SyncParams kParams{};
+// A whole test transfer (125 frames of the whole area) goes out in one turn:
+// the rules these tests name are about versions, not bursts.
+SyncParams OneTurnPerTransfer() {
+  SyncParams p;
+  p.send_burst_frames = 256;
+  return p;
+}
+const SyncParams kParams = OneTurnPerTransfer();
 constexpr uint64_t kT0 = 1'000'000'000;
 
 // A writer's host with three reader buffers, reduced to what AreaExport sees,
