@@ -22,6 +22,7 @@ constexpr uint32_t kMaxAfPacketFramesz =
     (kMaxMbufDataRoomBytes - kMbufHeadroomBytes + kAfPacketRxCopyShrinkBytes) /
     kAfPacketSlotAlignBytes * kAfPacketSlotAlignBytes;
 constexpr uint32_t kTapMaxMtuBytes = 1500;
+constexpr uint32_t kAfXdpMaxMtuBytes = 1500;
 constexpr uint32_t kMemifMaxBsize = 65535;
 constexpr const char* kMemifDefaultSocket = "/run/memif.sock";
 constexpr uint32_t kDefaultDataRoomBytes = 2048 + kMbufHeadroomBytes;  // RTE_MBUF_DEFAULT_BUF_SIZE
@@ -72,6 +73,7 @@ DeviceKind KindOf(const std::string& name) {
   if (StartsWith(name, "net_af_packet") || StartsWith(name, "eth_af_packet")) {
     return DeviceKind::kAfPacket;
   }
+  if (StartsWith(name, "net_af_xdp")) return DeviceKind::kAfXdp;
   if (StartsWith(name, "net_memif")) return DeviceKind::kMemif;
   if (StartsWith(name, "net_tap")) return DeviceKind::kTap;
   if (StartsWith(name, "net_ring") || StartsWith(name, "eth_ring")) return DeviceKind::kRing;
@@ -320,6 +322,24 @@ std::optional<DeviceSpec> BuildDeviceSpec(const std::string& device, uint32_t mt
       }
       if (const std::string* iface = args.Find("iface")) spec.iface = *iface;
       break;
+    case DeviceKind::kAfXdp: {
+      const std::string* iface = args.Find("iface");
+      if (iface == nullptr || iface->empty()) {
+        *error = spec.name + ": needs iface=<kernel interface>, e.g. " + spec.name + ",iface=veth-h1";
+        return std::nullopt;
+      }
+      if (mtu_bytes > kAfXdpMaxMtuBytes) {
+        *error = spec.name +
+                 ": net_af_xdp in DPDK 22.11 has no multi-buffer (one umem chunk per frame): use "
+                 "mtu_bytes <= 1500, or net_af_packet / net_memif for mtu " +
+                 std::to_string(mtu_bytes);
+        return std::nullopt;
+      }
+      spec.iface = *iface;
+      if (args.Find("start_queue") == nullptr) args.Add("start_queue", "0");
+      if (args.Find("queue_count") == nullptr) args.Add("queue_count", "1");
+      break;
+    }
     case DeviceKind::kPci:
       spec.mtu_from_devargs = false;
       if (spec.name.size() == 7) spec.name = "0000:" + spec.name;

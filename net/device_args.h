@@ -12,6 +12,9 @@
 //    buffers); socket-abstract=no unless given (abstract sockets do not cross
 //    network namespaces); zero-copy is refused (it needs shared EAL memory).
 //  - net_tap: no jumbo frames (largest frame 1522): mtu <= 1500.
+//  - net_af_xdp: one umem chunk per frame and no multi-buffer in 22.11: mtu <=
+//    1500 (larger frames are dropped unseen); iface required; start_queue=0
+//    and queue_count=1 unless given (a veth has one queue).
 #ifndef DSM_NET_DEVICE_ARGS_H_
 #define DSM_NET_DEVICE_ARGS_H_
 
@@ -23,7 +26,7 @@
 
 namespace dsm::net {
 
-enum class DeviceKind { kAfPacket, kMemif, kTap, kRing, kPcap, kNull, kOtherVdev, kPci };
+enum class DeviceKind { kAfPacket, kAfXdp, kMemif, kTap, kRing, kPcap, kNull, kOtherVdev, kPci };
 
 // DPDK's RTE_PKTMBUF_HEADROOM (checked against it where DPDK is included).
 inline constexpr uint32_t kMbufHeadroomBytes = 128;

@@ -208,7 +208,7 @@ bool DpdkPort::Configure(const DeviceSpec& spec, const PortConfig& config, std::
   // ring, pcap and null have none); a device that refuses the request at
   // configure time is configured again without.
   conf.intr_conf.rxq = spec.kind == DeviceKind::kTap || spec.kind == DeviceKind::kPci ||
-                       spec.kind == DeviceKind::kOtherVdev;
+                       spec.kind == DeviceKind::kAfXdp || spec.kind == DeviceKind::kOtherVdev;
   rc = rte_eth_dev_configure(port_, 1, 1, &conf);
   if (rc != 0 && conf.intr_conf.rxq) {
     conf.intr_conf.rxq = 0;

@@ -3,7 +3,7 @@
 # joined by a Linux bridge in a "switch" namespace, each running one dsmd.
 # See docs/virtual-cluster.md for the picture, the addressing and the devices.
 #
-#   scripts/cluster.sh up N [--mtu BYTES] [--device af_packet|tap|memif] [--dir DIR]
+#   scripts/cluster.sh up N [--mtu BYTES] [--device af_packet|af_xdp|tap|memif] [--dir DIR]
 #                           [--hugepages] [--no-daemons] [-- extra dsmd args...]
 #   scripts/cluster.sh down [--dir DIR] [--keep-logs]
 #   scripts/cluster.sh status [--dir DIR]
@@ -19,6 +19,7 @@ readonly MAX_HOSTS=63           # dsmd host ids are 0-63; hosts are numbered 1..
 readonly MIN_MTU=576
 readonly MAX_MTU=16000          # veth and bridge take more, but the notes measured up to 16000
 readonly TAP_MAX_MTU=1500       # net_tap: no jumbo frames (max frame 1522)
+readonly XDP_MAX_MTU=1500       # net_af_xdp (22.11): one umem chunk per frame, no multi-buffer
 readonly HOST_IF=dsm0           # the veth end inside every host namespace
 readonly BRIDGE=br0
 readonly STATE_FILE=.cluster-state   # marker + facts about the cluster, in the state dir
@@ -40,7 +41,7 @@ warn() { echo "$prog: warning: $*" >&2; }
 usage() {
   cat <<EOF
 usage:
-  $0 up N [--mtu BYTES] [--device af_packet|tap|memif] [--dir DIR] [--hugepages] [--key]
+  $0 up N [--mtu BYTES] [--device af_packet|af_xdp|tap|memif] [--dir DIR] [--hugepages] [--key]
        [--no-daemons] [-- dsmd args...]
   $0 down [--dir DIR] [--keep-logs]
   $0 status [--dir DIR]
@@ -312,6 +313,7 @@ device_string() {
   local h=$1
   case $DEVICE in
     af_packet) printf 'net_af_packet0,iface=%s\n' "$HOST_IF" ;;
+    af_xdp) printf 'net_af_xdp0,iface=%s,start_queue=0,queue_count=1\n' "$HOST_IF" ;;
     tap) printf 'net_tap0,iface=%s,mac=%s\n' "$(tap_name "$h")" "$(host_mac "$h")" ;;
   esac
 }
@@ -516,6 +518,10 @@ cmd_up() {
   MTU=$((10#$MTU))
   case $DEVICE in
     af_packet) ;;
+    af_xdp)
+      ((MTU <= XDP_MAX_MTU)) \
+        || die "up: --device af_xdp takes no jumbo frames in DPDK 22.11 (no multi-buffer); use --mtu $XDP_MAX_MTU or less, or --device af_packet"
+      ;;
     tap)
       ((MTU <= TAP_MAX_MTU)) \
         || die "up: --device tap has no jumbo frames (net_tap's largest frame is 1522 bytes); use --mtu $TAP_MAX_MTU or less, or --device af_packet"
@@ -524,7 +530,7 @@ cmd_up() {
       # A full mesh: N(N-1)/2 point-to-point links, N-1 ports per daemon.
       ((N >= 2)) || die "up: --device memif needs at least two hosts (memif links pairs of daemons)"
       ;;
-    *) die "up: unknown --device '$DEVICE' (af_packet, tap or memif)" ;;
+    *) die "up: unknown --device '$DEVICE' (af_packet, af_xdp, tap or memif)" ;;
   esac
   # memif buffer: the whole largest frame (MTU + Ethernet header + VLAN tag + FCS) in one
   # buffer, since 22.11 misframes frames split across buffers. Rounded up to 1 KiB.
@@ -585,7 +591,7 @@ cmd_up() {
   fi
   for ((h = 1; h <= N; h++)); do
     make_ns "$(host_ns "$h")"
-    if [[ $DEVICE == af_packet ]]; then build_host_veth "$h"; fi
+    if [[ $DEVICE == af_packet || $DEVICE == af_xdp ]]; then build_host_veth "$h"; fi
   done
 
   write_cluster_toml

@@ -18,8 +18,9 @@
 #   --seconds S      measured time per run (default 8; rounds stop starting after it)
 #   --raw-seconds S  raw reference duration (default 3)
 #   --fractions LIST comma-separated fractions of lines changed per round (default 1.0,0.01)
-#   --configs LIST   comma-separated device:mtu:readers (default:
-#                    af_packet:1500:1,af_packet:1500:3,af_packet:9000:1,af_packet:9000:3,memif:1500:1,
+#   --configs LIST   comma-separated device:mtu:readers, device af_packet, af_xdp (MTU 1500),
+#                    memif or tap (default:
+#                    af_packet:1500:1,af_packet:1500:3,af_packet:9000:1,af_packet:9000:3,af_xdp:1500:1,memif:1500:1,
 #                    memif:9000:1,memif:1500:3)
 #   --window W       a round starts when every reader sees the version W rounds back (default 2)
 #   --buffers B      reader buffers per host (default 2; 3 lets a writer publish two versions
@@ -57,7 +58,7 @@ SIZE=64M
 SECONDS_PER_RUN=8
 RAW_SECONDS=3
 FRACTIONS=1.0,0.01
-CONFIGS=af_packet:1500:1,af_packet:1500:3,af_packet:9000:1,af_packet:9000:3,memif:1500:1,memif:9000:1,memif:1500:3
+CONFIGS=af_packet:1500:1,af_packet:1500:3,af_packet:9000:1,af_packet:9000:3,af_xdp:1500:1,memif:1500:1,memif:9000:1,memif:1500:3
 WINDOW=2
 BUFFERS=2
 GAP_MS=0

@@ -178,6 +178,19 @@ TEST(DeviceArgsTest, TapHasNoJumboFrames) {
   EXPECT_TRUE(Contains(e, "1500")) << e;
 }
 
+TEST(DeviceArgsTest, AfXdpTakesOneQueueOfAnInterfaceAndNoJumboFrames) {
+  const DeviceSpec s = Build("net_af_xdp0,iface=dsm0", 1500);
+  EXPECT_EQ(s.kind, DeviceKind::kAfXdp);
+  EXPECT_EQ(s.iface, "dsm0");
+  EXPECT_EQ(s.devargs, "net_af_xdp0,iface=dsm0,start_queue=0,queue_count=1");
+  EXPECT_EQ(Build("net_af_xdp0,iface=dsm0,start_queue=2,queue_count=1", 1500).devargs,
+            "net_af_xdp0,iface=dsm0,start_queue=2,queue_count=1");
+  const std::string jumbo = Reject("net_af_xdp0,iface=dsm0", 3000);
+  EXPECT_TRUE(Contains(jumbo, "multi-buffer")) << jumbo;
+  EXPECT_TRUE(Contains(jumbo, "1500")) << jumbo;
+  EXPECT_TRUE(Contains(Reject("net_af_xdp0", 1500), "iface=")) << "no interface named";
+}
+
 TEST(DeviceArgsTest, OtherDevicesPassThrough) {
   const DeviceSpec ring = Build("net_ring0", 1500);
   EXPECT_EQ(ring.kind, DeviceKind::kRing);
