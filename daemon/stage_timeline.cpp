@@ -1,20 +1,9 @@
 #include "daemon/stage_timeline.h"
 
-#include <ctime>
+#include "daemon/tunables.h"
+#include "libdsm/contract/clock.h"
 
 namespace dsm {
-
-namespace {
-
-constexpr size_t kMaxPendingTransmits = 256;
-
-uint64_t MonotonicNs() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000u + static_cast<uint64_t>(ts.tv_nsec);
-}
-
-}  // namespace
 
 class StageTimelineWriter::AreaMarks : public StageMarks {
  public:
@@ -34,9 +23,7 @@ class StageTimelineWriter::AreaMarks : public StageMarks {
     e.stage = static_cast<uint8_t>(stage);
     writer_->Write(e);
     if (stage == Stage::kFramed) {
-      // A queue that never drains (a peer that stopped taking frames) must
-      // not grow this list: its oldest transfers go unmarked.
-      if (writer_->framed_.size() >= kMaxPendingTransmits) {
+      if (writer_->framed_.size() >= kTimelineMaxPendingTransmits) {
         writer_->framed_.erase(writer_->framed_.begin());
       }
       writer_->framed_.push_back(e);

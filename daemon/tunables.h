@@ -48,6 +48,10 @@ inline constexpr uint64_t kDeepIdleSleepMaxNs = 4'000'000;
 inline constexpr uint32_t kSpinTurnsBeforeSleep = 16;
 // The multicast group every daemon of a cluster joins for fan-out of DATA.
 inline constexpr uint16_t kClusterGroup = 1;
+// Transfers framed but not yet seen leave the device queue, for the stage
+// timeline's 'transmitted' marks (StageTimelineWriter): a queue that never
+// drains must not grow the list; the oldest go unmarked.
+inline constexpr size_t kTimelineMaxPendingTransmits = 256;
 
 }  // namespace dsm
 
