@@ -1260,8 +1260,8 @@ void PrintStageTable(const json& runs) {
     }
     std::printf("\n");
   }
-  std::printf("stages end where the next begins: wake = until dsmd starts collecting; frame = until "
-              "the last frame for that reader's host is queued; transmit = until the device queue "
+  std::printf("stages end where the next begins: wake = until dsmd starts collecting; "
+              "frame = until the last frame for that reader's host is queued; transmit = until the device queue "
               "drained; receive = until the replica has every frame; rpublish = until its readers "
               "can read it; reader = until the reader process sees it\n");
 }

@@ -14,7 +14,7 @@ namespace {
 using nlohmann::json;
 
 constexpr uint16_t kAllHosts = 0xffff;  // a transfer to every host (multicast)
-constexpr const char* kStageNames[] = {"publish", "wake", "collect", "plan", "frame",
+constexpr const char* kStageNames[] = {"publish",  "wake",    "collect",         "plan",  "frame",
                                        "transmit", "receive", "replica publish", "reader"};
 constexpr size_t kStages = std::size(kStageNames);
 
@@ -91,7 +91,8 @@ json StageBreakdown(const StageInputs& in) {
       continue;
     }
     // How far receiving overlaps framing: the first frame taken in, from the plan.
-    if (first) overlap.push_back((static_cast<double>(first_frame) - static_cast<double>(b[4])) / 1e6);
+    if (first)
+      overlap.push_back((static_cast<double>(first_frame) - static_cast<double>(b[4])) / 1e6);
     for (size_t i = 1; i < b.size(); ++i) {
       raw[i - 1].push_back((static_cast<double>(b[i]) - static_cast<double>(b[0])) / 1e6);
     }

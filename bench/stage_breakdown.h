@@ -32,8 +32,9 @@ struct StageInputs {
 // "first_frame_after_plan_ms_p50": y (how soon the replica takes frames in
 // while the sender still frames), "stages": [{"name", "p50_ms", "share_p50",
 // "end_after_publish_call_ms_p50" (the stage's own end, not made to follow
-// the stage before: collecting may end before dsm_publish returns)}, ...]}; versions without every mark (collected
-// together with the next, or overwritten in a ring) are skipped.
+// the stage before: collecting may end before dsm_publish returns)}, ...]}.
+// Versions without every mark (collected together with the next, or
+// overwritten in a ring) are skipped.
 nlohmann::json StageBreakdown(const StageInputs& in);
 
 }  // namespace dsm::bench

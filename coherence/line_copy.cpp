@@ -15,8 +15,7 @@ namespace {
 __attribute__((target("avx512f"))) void StreamLinesAvx512(uint8_t* dst, const uint8_t* src,
                                                           size_t bytes) {
   for (size_t off = 0; off < bytes; off += kLineBytes) {
-    _mm512_stream_si512(reinterpret_cast<__m512i*>(dst + off),
-                        _mm512_loadu_si512(src + off));
+    _mm512_stream_si512(reinterpret_cast<__m512i*>(dst + off), _mm512_loadu_si512(src + off));
   }
 }
 

@@ -26,14 +26,22 @@ inline constexpr int kStageCount = 8;
 
 inline const char* StageName(Stage s) {
   switch (s) {
-    case Stage::kCollectBegin: return "collect_begin";
-    case Stage::kCollected: return "collected";
-    case Stage::kPlanned: return "planned";
-    case Stage::kFramed: return "framed";
-    case Stage::kTransmitted: return "transmitted";
-    case Stage::kFirstFrame: return "first_frame";
-    case Stage::kAssembled: return "assembled";
-    case Stage::kPublished: return "published";
+    case Stage::kCollectBegin:
+      return "collect_begin";
+    case Stage::kCollected:
+      return "collected";
+    case Stage::kPlanned:
+      return "planned";
+    case Stage::kFramed:
+      return "framed";
+    case Stage::kTransmitted:
+      return "transmitted";
+    case Stage::kFirstFrame:
+      return "first_frame";
+    case Stage::kAssembled:
+      return "assembled";
+    case Stage::kPublished:
+      return "published";
   }
   return "?";
 }

@@ -298,7 +298,8 @@ int main(int argc, char** argv) {
   app.add_option("what", what, "hosts, areas, counters, all, watch or timeline")
       ->check(CLI::IsMember({"hosts", "areas", "counters", "all", "watch", "timeline"}));
   app.add_option("--area", timeline_area, "timeline: only this area's marks");
-  app.add_option("--versions", timeline_versions, "timeline: the newest this many versions (table)");
+  app.add_option("--versions", timeline_versions,
+                 "timeline: the newest this many versions (table)");
   app.add_option("--interval-ms", interval_ms, "watch: refresh period")->check(CLI::Range(50, 60000));
   app.add_option("--count", count, "watch: stop after this many refreshes (0: until Ctrl-C)")
       ->check(CLI::Range(0, 1000000));

@@ -26,13 +26,16 @@ std::vector<TimelineEvent> Snapshot(const StageTimeline& ring) {
   std::atomic_thread_fence(std::memory_order_acquire);
   const uint64_t now = ring.written.load(std::memory_order_acquire);
   const uint64_t valid_from = now > kTimelineEvents ? now - kTimelineEvents : 0;
-  if (valid_from > begin) out.erase(out.begin(), out.begin() + static_cast<ptrdiff_t>(std::min(valid_from - begin, out.size())));
+  if (valid_from > begin)
+    out.erase(out.begin(),
+              out.begin() + static_cast<ptrdiff_t>(std::min(valid_from - begin, out.size())));
   return out;
 }
 
 }  // namespace
 
-nlohmann::json TimelineJson(const ControlSegment& seg, const std::string& area, std::string* error) {
+nlohmann::json TimelineJson(const ControlSegment& seg, const std::string& area,
+                            std::string* error) {
   bool filter = false;
   Origin want{};
   if (!area.empty()) {
@@ -57,10 +60,11 @@ nlohmann::json TimelineJson(const ControlSegment& seg, const std::string& area, 
     events.push_back({e.t_ns, e.version, e.origin_host, e.origin_index, e.origin_generation, e.peer,
                       StageName(static_cast<Stage>(e.stage))});
   }
-  return {{"host", seg.header.host_id},
-          {"columns", {"t_ns", "version", "origin_host", "origin_index", "origin_generation", "peer",
-                       "stage"}},
-          {"events", events}};
+  return {
+      {"host", seg.header.host_id},
+      {"columns",
+       {"t_ns", "version", "origin_host", "origin_index", "origin_generation", "peer", "stage"}},
+      {"events", events}};
 }
 
 void PrintTimeline(const nlohmann::json& timeline, size_t last_versions) {
@@ -69,7 +73,8 @@ void PrintTimeline(const nlohmann::json& timeline, size_t last_versions) {
   std::map<Key, std::map<std::string, uint64_t>> versions;
   std::vector<Key> order;
   for (const auto& e : timeline["events"]) {
-    const Key k{e[2].get<uint32_t>(), e[3].get<uint32_t>(), e[4].get<uint32_t>(), e[1].get<uint64_t>()};
+    const Key k{e[2].get<uint32_t>(), e[3].get<uint32_t>(), e[4].get<uint32_t>(),
+                e[1].get<uint64_t>()};
     auto [it, fresh] = versions.try_emplace(k);
     if (fresh) order.push_back(k);
     it->second.try_emplace(e[6].get<std::string>(), e[0].get<uint64_t>());
@@ -96,7 +101,8 @@ void PrintTimeline(const nlohmann::json& timeline, size_t last_versions) {
     }
     std::printf("\n");
   }
-  std::printf("(µs after the version's first mark on this host; AREA is origin host:index.generation)\n");
+  std::printf(
+      "(µs after the version's first mark on this host; AREA is origin host:index.generation)\n");
 }
 
 }  // namespace dsm

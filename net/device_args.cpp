@@ -325,7 +325,8 @@ std::optional<DeviceSpec> BuildDeviceSpec(const std::string& device, uint32_t mt
     case DeviceKind::kAfXdp: {
       const std::string* iface = args.Find("iface");
       if (iface == nullptr || iface->empty()) {
-        *error = spec.name + ": needs iface=<kernel interface>, e.g. " + spec.name + ",iface=veth-h1";
+        *error = spec.name + ": needs iface=<kernel interface>, e.g. " + spec.name +
+                 ",iface=veth-h1";
         return std::nullopt;
       }
       if (mtu_bytes > kAfXdpMaxMtuBytes) {
