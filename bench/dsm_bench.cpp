@@ -33,7 +33,9 @@
 // checks correctness: each version a reader sees carries its number in line 0,
 // and at the end every replica's XXH3 must equal the writer's (if not, the
 // reader lists which lines differ and which versions they hold).
+#include <linux/futex.h>
 #include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 #include <xxhash.h>
@@ -71,7 +73,10 @@ using json = nlohmann::json;
 
 constexpr size_t kLine = 64;
 constexpr uint64_t kMs = 1'000'000;
-constexpr uint64_t kPollNs = 20'000;  // board polling while waiting for readers
+constexpr uint64_t kPollNs = 20'000;  // retry interval while dsm_publish is busy
+// The longest the writer sleeps on the board between looks at failures and
+// interrupts; readers wake it as soon as one moves on.
+constexpr uint64_t kProgressWaitNs = 5 * 1'000'000;
 
 volatile std::sig_atomic_t g_interrupted = 0;
 
@@ -90,6 +95,20 @@ void InstallSignals() {
 void SleepNs(uint64_t ns) {
   timespec ts{static_cast<time_t>(ns / 1'000'000'000), static_cast<long>(ns % 1'000'000'000)};
   nanosleep(&ts, nullptr);
+}
+
+// A reader moved on: wake the writer if it waits for readers (WaitProgress).
+void NotifyProgress(BoardHeader* h) {
+  h->progress.fetch_add(1, std::memory_order_release);
+  syscall(SYS_futex, &h->progress, FUTEX_WAKE, INT32_MAX, nullptr, nullptr, 0);
+}
+
+// Sleeps until `progress` differs from `seen` (read before the readers'
+// slots were checked), at most `timeout_ns`.
+void WaitProgress(BoardHeader* h, uint32_t seen, uint64_t timeout_ns) {
+  timespec ts{static_cast<time_t>(timeout_ns / 1'000'000'000),
+              static_cast<long>(timeout_ns % 1'000'000'000)};
+  syscall(SYS_futex, &h->progress, FUTEX_WAIT, seen, &ts, nullptr, 0);
 }
 
 std::string LastError(int rc) {
@@ -578,6 +597,7 @@ bool Writer::WaitReaders(uint64_t version, std::string* error) {
   const uint64_t start = MonotonicNs();
   uint64_t last_progress = start, last_min = 0;
   for (;;) {
+    const uint32_t progress = h_->progress.load(std::memory_order_acquire);
     uint64_t min_seen = UINT64_MAX;
     for (uint32_t r = 0; r < h_->readers; ++r) {
       const ReaderSlot& s = h_->reader[r];
@@ -609,7 +629,7 @@ bool Writer::WaitReaders(uint64_t version, std::string* error) {
                std::to_string(o_.timeout_s) + " s without progress; they see " + seen;
       return false;
     }
-    SleepNs(kPollNs);
+    WaitProgress(h_, progress, kProgressWaitNs);
   }
 }
 
@@ -1082,6 +1102,7 @@ int RunReader(const ReaderOptions& o) {
   vis[std::min(last, capacity - 1)] = MonotonicNs();
   slot.seen.store(last, std::memory_order_release);
   slot.state.store(static_cast<int32_t>(ReaderState::kReady), std::memory_order_release);
+  NotifyProgress(h);
   uint64_t last_progress = MonotonicNs();
   for (;;) {
     if (g_interrupted) return fail("interrupted");
@@ -1098,6 +1119,7 @@ int RunReader(const ReaderOptions& o) {
       last = v;
       last_progress = now;
       slot.seen.store(v, std::memory_order_release);
+      NotifyProgress(h);
     } else if (rc == DSM_ERR_TIMEOUT) {
       ++slot.wait_timeouts;
       if (ws != WriterState::kDone && now - last_progress > uint64_t{o.timeout_s} * 1000 * kMs) {

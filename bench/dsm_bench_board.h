@@ -57,7 +57,9 @@ struct BoardHeader {
   uint32_t verify;
   char area_name[64];
   std::atomic<uint32_t> writer_state;
-  uint32_t pad;
+  // Bumped by a reader each time it records a newer `seen`; the writer sleeps
+  // on it (futex) while it waits for readers, as a TCP writer sleeps in poll().
+  std::atomic<uint32_t> progress;
   std::atomic<uint64_t> alloc_ns;  // CLOCK_MONOTONIC when the writer called dsm_alloc
   std::atomic<uint64_t> final_version;
   uint64_t final_hash;
