@@ -19,7 +19,7 @@ numbered versions::
 The snapshot rule: a reader's ``array`` (and every view or zero-copy tensor
 made from it) shows one complete version, ``reader.version``, and changes only
 at a quiescent point of this process: ``Session.service()``,
-``Reader.wait_version()``, ``Writer.publish()`` or ``Session.close()``. There it
+``Reader.wait_version()`` or ``Writer.publish()``. There it
 moves, as a whole, to the newest complete version; never torn. Copy
 (``reader.copy()``, ``reader.tensor()``) to keep a version past that point.
 Threads that read arrays while another thread calls those methods must each
