@@ -30,6 +30,7 @@ library's message; bad shapes or dtypes raise ``ValueError``/``TypeError``
 before anything is allocated. See docs/python.md.
 """
 
+import faulthandler
 import math
 import operator
 import warnings
@@ -132,6 +133,19 @@ def _closed(what):
     return NotInitError(-8, "not initialized", f"{what}: it is closed")
 
 
+def _faulthandler_first():
+    """The mprotect page tracker finds writes through a SIGSEGV handler that
+    chains to the handler installed before it. Python's faulthandler installed
+    after it would take those faults for crashes and end the process. So
+    faulthandler goes first: once enabled, a later faulthandler.enable() does
+    not install it again."""
+    if not faulthandler.is_enabled():
+        try:
+            faulthandler.enable()
+        except (RuntimeError, ValueError, OSError):  # no usable sys.stderr
+            pass
+
+
 class Session:
     """This process's connection to the host's dsmd (one open Session per process).
 
@@ -175,6 +189,8 @@ class Session:
                 _u32(staleness_bound_ms, "staleness_bound_ms"),
                 _u32(reader_buffers, "reader_buffers"))
         nbytes = math.prod(shape) * dt.itemsize
+        if tracking != "log" and page_tracker != "uffd":
+            _faulthandler_first()
         area = _libdsm.alloc(self._live("alloc"), name, nbytes, _TRACKING[tracking],
                              _PAGE_TRACKER[page_tracker], *opts)
         return Writer(name, area, shape, dt)

@@ -182,3 +182,32 @@ def test_close_frees_when_last_array_is_gone(session, name):
     del a  # the last view: now the area is freed and its name is free again
     w2 = session.alloc(name, 1000, np.int64)
     w2.close()
+
+
+def test_mprotect_tracker_with_faulthandler_enabled_later(dsmd, name, peer):
+    # The mprotect tracker's SIGSEGV handler must survive a program that
+    # enables faulthandler after allocating (pytest itself enables it first).
+    import subprocess
+    import sys
+    code = (
+        "import faulthandler, libdsm, numpy as np\n"
+        f"w = libdsm.Session(socket={dsmd.socket!r}).alloc({name!r}, 50000, np.float32,\n"
+        "    page_tracker='mprotect')\n"
+        "faulthandler.enable()\n"
+        "w.array[:] = 1\n"
+        "w.array[1000:2000] += 2\n"
+        "assert w.status()['page_tracker'] == 'mprotect'\n"
+        "assert w.publish()\n"
+        "print('published', w.version, flush=True)\n"
+        "import sys; sys.stdin.read()\n")
+    proc = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        line = proc.stdout.readline()
+        assert line == "published 1\n", proc.stderr.read() if not line else line
+        _, version, values = peer_dump(peer, name, 50000, 1)
+        assert version == 1
+        assert values == [1.0] * 1000 + [3.0] * 1000 + [1.0] * 48000
+    finally:
+        proc.stdin.close()
+        assert proc.wait(timeout=10) == 0
