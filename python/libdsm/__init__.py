@@ -19,8 +19,8 @@ numbered versions::
 The snapshot rule: a reader's ``array`` (and every view or zero-copy tensor
 made from it) shows one complete version, ``reader.version``, and changes only
 at a quiescent point of this process: ``Session.service()``,
-``Reader.wait_version()`` or ``Writer.publish()``. There it
-moves, as a whole, to the newest complete version; never torn. Copy
+``Reader.wait_version()`` or ``Writer.publish()``, for any area. There it
+may move, as a whole, to the newest complete version; never torn. Copy
 (``reader.copy()``, ``reader.tensor()``) to keep a version past that point.
 Threads that read arrays while another thread calls those methods must each
 call ``Session.service()`` between their reads, as C threads do (dsm.h).
@@ -224,6 +224,16 @@ class Session:
         at the next call)."""
         self._live("service")
         return _libdsm.service()
+
+    def thread_offline(self):
+        """dsm_thread_offline: the calling thread will not touch arrays for a
+        while, so syncs do not wait for it; thread_online() before it does."""
+        self._live("thread_offline")
+        _libdsm.thread_offline()
+
+    def thread_online(self):
+        self._live("thread_online")
+        _libdsm.thread_online()
 
     def close(self):
         """Disconnects (dsm_fini) as soon as no area of this session is in use."""

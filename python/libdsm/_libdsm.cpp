@@ -246,4 +246,6 @@ PYBIND11_MODULE(_libdsm, m) {
   m.def("alloc", &Alloc);
   m.def("attach", &Attach);
   m.def("service", &Service);
+  m.def("thread_offline", [] { Check(dsm_thread_offline()); });
+  m.def("thread_online", [] { Check(dsm_thread_online()); });
 }

@@ -107,3 +107,40 @@ def test_killed_writer_leaves_last_version_stale(session, name, py_writer):
     with pytest.raises(libdsm.TimeoutError, match="writer is gone"):
         r.wait_version(3, timeout=0.2)
     r.close()
+
+
+def test_threads_each_see_whole_versions(session, name, py_writer):
+    import threading
+    n = 1 << 16
+    w = py_writer(name, n, "int64")
+    r = session.attach(name, (n,), np.int64, timeout=5)
+    results = {}
+
+    def read(tid):
+        seen, bad = set(), []
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and 300 not in seen:
+            session.service()  # this thread's quiescent point: syncs wait for it
+            v = r.version
+            lo, hi = int(r.array.min()), int(r.array.max())
+            if not lo == hi == v:
+                bad.append((v, lo, hi))
+            seen.add(v)
+        session.thread_offline()  # done with areas: others' syncs stop waiting for it
+        results[tid] = (seen, bad)
+
+    # This thread only waits below: offline, or the readers' syncs would wait for it.
+    session.thread_offline()
+    threads = [threading.Thread(target=read, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    w.send("spin 300")
+    for t in threads:
+        t.join(timeout=30)
+    session.thread_online()
+    assert w.expect("done") == ["300"]
+    for tid in range(2):
+        seen, bad = results[tid]
+        assert bad == [], f"thread {tid} saw mixed versions: {bad[:3]}"
+        assert 300 in seen and len(seen) > 3
+    r.close()
