@@ -29,6 +29,19 @@ void Check(int rc) {
   if (rc != DSM_OK) throw DsmFailure{rc, dsm_last_error()};
 }
 
+// Runs f with the GIL released if this thread holds it: dsm_free and dsm_fini
+// may wait (bounded) for other hosts to hold an area's last version, and other
+// Python threads need not wait with them.
+template <typename F>
+void WithoutGil(F f) {
+  if (PyGILState_Check()) {
+    py::gil_scoped_release nogil;
+    f();
+  } else {
+    f();
+  }
+}
+
 // dsm_init ... dsm_fini. Shared by the Python Session and every area it made,
 // so dsm_fini runs only when none of them is left.
 class SessionState {
@@ -39,7 +52,9 @@ class SessionState {
     o.connect_timeout_ms = connect_timeout_ms;
     Check(dsm_init(&o));
   }
-  ~SessionState() { dsm_fini(); }
+  ~SessionState() {
+    WithoutGil([] { dsm_fini(); });
+  }
   SessionState(const SessionState&) = delete;
   SessionState& operator=(const SessionState&) = delete;
 };
@@ -52,7 +67,7 @@ class Area {
   Area(std::shared_ptr<SessionState> session, void* ptr, size_t size, bool writer)
       : session_(std::move(session)), ptr_(ptr), size_(size), writer_(writer) {}
   ~Area() {
-    if (ptr_) dsm_free(ptr_);
+    if (ptr_) WithoutGil([this] { dsm_free(ptr_); });
   }
   Area(const Area&) = delete;
   Area& operator=(const Area&) = delete;
