@@ -111,6 +111,11 @@ def test_staged_python_package_imports_and_works(staged, dsmd):
                       recursive=True)
     assert len(inits) == 1
     site = os.path.dirname(os.path.dirname(inits[0]))
+    # Where this interpreter looks for packages under the prefix, if it does:
+    # `python3 -c "import libdsm"` works after `meson install` with no PYTHONPATH.
+    prefix = opts["prefix"].rstrip("/") + "/"
+    if any(p.startswith(prefix) for p in sys.path):
+        assert site[len(destdir):] in sys.path
     libdir = staged_path(destdir, opts, opts["libdir"])
     code = (
         "import libdsm, numpy as np\n"
