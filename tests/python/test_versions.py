@@ -10,7 +10,7 @@ import libdsm
 
 
 def test_versions_and_staleness(session, name, py_writer):
-    w = py_writer(name, 4096, staleness_bound_ms=300)
+    w = py_writer(name, 4096, staleness_bound_ms=2000)
     r = session.attach(name, (4096,), np.float32, timeout=5)
     for k in (1, 2, 3):
         w.send(f"set {k}")
@@ -21,8 +21,8 @@ def test_versions_and_staleness(session, name, py_writer):
         st = r.status()
         assert st["version"] == k and st["latest_version"] == k
         assert not st["is_writer"] and st["writer_alive"]
-        assert st["staleness_bound_ns"] == 300_000_000
-        assert 0 <= r.staleness < 0.3  # just published: within its bound
+        assert st["staleness_bound_ns"] == 2_000_000_000
+        assert 0 <= r.staleness < 2.0  # just published: within its bound
         assert not r.stale
     with pytest.raises(libdsm.TimeoutError) as e:
         r.wait_version(4, timeout=0.1)
@@ -86,7 +86,7 @@ def test_no_torn_version_while_writer_publishes(session, name, py_writer):
 
 
 def test_killed_writer_leaves_last_version_stale(session, name, py_writer):
-    w = py_writer(name, 8192, staleness_bound_ms=200)
+    w = py_writer(name, 8192, staleness_bound_ms=2000)  # stale below: the writer's death
     r = session.attach(name, (8192,), np.float32, timeout=5)
     for k in (1, 2):
         w.send(f"set {k + 4}")
