@@ -8,7 +8,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <sstream>
 #include <string>
+#include <vector>
 
 #include "dsm/dsm.h"
 #include "tests/support/dsmd_process.h"
@@ -23,7 +25,18 @@ int RunWithPrivateDaemon(int argc, char** argv) {
   setenv("DSM_DSMD", DSM_BENCH_DEFAULT_DSMD, /*overwrite=*/0);
 #endif
   const std::string dsmd = testing::DsmdBinary();
-  testing::DsmdProcess daemon({"--region-size", kDaemonRegionSize});
+  // $DSM_BENCH_DSMD_ARGS: more dsmd arguments, space-separated (for example
+  // "--no-stages", to compare with writers that write the buffers themselves).
+  std::vector<std::string> args = {"--region-size", kDaemonRegionSize};
+  std::string extra;
+  if (const char* e = std::getenv("DSM_BENCH_DSMD_ARGS")) {
+    std::istringstream words(e);
+    for (std::string w; words >> w;) {
+      args.push_back(w);
+      extra += " " + w;
+    }
+  }
+  testing::DsmdProcess daemon(args);
   if (!daemon.ok()) {
     std::fprintf(stderr,
                  "%s: could not start a private dsmd ('%s'). Set DSM_DSMD to the dsmd binary "
@@ -38,6 +51,7 @@ int RunWithPrivateDaemon(int argc, char** argv) {
     return 2;
   }
   benchmark::AddCustomContext("dsm_backing", "memfd (private dsmd)");
+  if (!extra.empty()) benchmark::AddCustomContext("dsmd_args", extra.substr(1));
   benchmark::AddCustomContext("dsm_area_bytes", std::to_string(kAreaBytes));
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();

@@ -13,7 +13,10 @@ int PickTargetBuffer(uint32_t buffer_count, uint32_t latest, uint32_t pinned_mas
 }
 
 VersionPublisher::VersionPublisher(size_t area_bytes, uint32_t buffer_count, LineStores stores)
-    : area_bytes_(area_bytes), stores_(stores), pending_(buffer_count, LineSet(area_bytes)) {}
+    : area_bytes_(area_bytes),
+      stores_(stores),
+      pending_(buffer_count, LineSet(area_bytes)),
+      written_(area_bytes) {}
 
 size_t VersionPublisher::Publish(ChangeLog& dirty, uint32_t target, const uint8_t* src,
                                  uint8_t* dst, LineSet* changed) {
@@ -47,6 +50,20 @@ size_t VersionPublisher::PublishInPlace(const LineSet& written, uint32_t target,
     if (b != target) pending_[b].Merge(written);
   }
   return copied;
+}
+
+size_t VersionPublisher::PublishRuns(std::span<const LineRun> runs, const uint8_t* bytes,
+                                     uint32_t target, const uint8_t* latest, uint8_t* dst) {
+  written_.Clear();
+  AddRuns(runs, &written_);
+  ScatterRuns(runs, bytes, dst, LineStores::kStreaming);
+  size_t copied = 0;
+  for (const LineRun& r : runs) copied += size_t{r.line_count} * kLineBytes;
+  return copied + PublishInPlace(written_, target, latest, dst);
+}
+
+void VersionPublisher::MarkAllPending() {
+  for (LineSet& p : pending_) p.AddAll();
 }
 
 bool VersionPublisher::CatchUpWorthwhile(uint32_t target) const {

@@ -9,10 +9,12 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "coherence/change_log.h"
 #include "coherence/line_set.h"
+#include "coherence/staged_lines.h"
 
 namespace dsm {
 
@@ -81,6 +83,19 @@ class VersionPublisher {
   // Whether CatchUp of `target` is worth making now (kCatchUpMaxShare).
   bool CatchUpWorthwhile(uint32_t target) const;
 
+  // For a version a writer handed over in a stage (staged_lines.h): writes
+  // it into buffer `target`, its lines from `bytes`, what `target` missed of
+  // earlier versions from `latest` (as PublishInPlace). Plain stores for the
+  // version's lines: dsmd frames them from `target` next. Returns the bytes
+  // copied; last_written() holds the version's lines until the next publish.
+  size_t PublishRuns(std::span<const LineRun> runs, const uint8_t* bytes, uint32_t target,
+                     const uint8_t* latest, uint8_t* dst);
+  const LineSet& last_written() const { return written_; }
+  // Forgets what each buffer holds: every line pending everywhere (the next
+  // publish into a buffer copies the whole area). For a writer taking the
+  // buffers back from a dsmd that is gone.
+  void MarkAllPending();
+
   size_t area_bytes() const { return area_bytes_; }
   uint32_t buffer_count() const { return static_cast<uint32_t>(pending_.size()); }
   const LineSet& pending(uint32_t buffer) const { return pending_[buffer]; }
@@ -92,6 +107,7 @@ class VersionPublisher {
   size_t area_bytes_;
   LineStores stores_;
   std::vector<LineSet> pending_;
+  LineSet written_;  // PublishRuns: the version's lines
 };
 
 }  // namespace dsm

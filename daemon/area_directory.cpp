@@ -8,6 +8,7 @@
 #include "coherence/version_publisher.h"
 #include "dsm/dsm.h"
 #include "libdsm/contract/region_limits.h"
+#include "libdsm/contract/stage_layout.h"
 
 namespace dsm {
 
@@ -85,7 +86,9 @@ DirectoryResult AreaDirectory::Alloc(const Client& client, const Request& req, u
   const uint64_t mapped = RoundUp(req.size, page);
   const uint64_t export_pages = (req.size + kPageBytes - 1) / kPageBytes;
   const uint64_t export_bytes = RoundUp(2 * export_pages * sizeof(uint64_t), page);
-  const uint64_t backing_bytes = mapped * copies + export_bytes;
+  const uint64_t stage_bytes =
+      stages_ && req.tracking == DSM_TRACK_LOG ? StageGeometryFor(req.size, page).bytes : 0;
+  const uint64_t backing_bytes = mapped * copies + export_bytes + stage_bytes;
   const auto addr_off = address_alloc_.Allocate(mapped, page);
   if (!addr_off) {
     return Error(DSM_ERR_NO_SPACE,
@@ -112,6 +115,7 @@ DirectoryResult AreaDirectory::Alloc(const Client& client, const Request& req, u
   l.backing_offset = *back_off;
   l.export_pages = export_pages;
   l.export_bytes = export_bytes;
+  l.stage_bytes = stage_bytes;
   l.sync_interval_ns = req.sync_interval_us != 0 ? uint64_t{req.sync_interval_us} * 1000
                                                  : hdr.default_sync_interval_ns;
   l.staleness_bound_ns = req.staleness_bound_ms != 0 ? uint64_t{req.staleness_bound_ms} * 1000000
@@ -338,7 +342,16 @@ void AreaDirectory::StartArea(uint32_t index, const AreaLayout& l, uint64_t now_
   a.export_offset = l.export_pages != 0 ? l.backing_offset + l.mapped_size * copies : 0;
   a.export_pages = l.export_pages;
   a.export_bytes = l.export_bytes;
-  a.backing_bytes = l.mapped_size * copies + l.export_bytes;
+  a.stage_offset =
+      l.stage_bytes != 0 ? l.backing_offset + l.mapped_size * copies + l.export_bytes : 0;
+  a.stage_bytes = l.stage_bytes;
+  a.backing_bytes = l.mapped_size * copies + l.export_bytes + l.stage_bytes;
+  a.stage_state.store(static_cast<uint32_t>(StageState::kEmpty));
+  a.stage_kind = 0;
+  a.stage_version = 0;
+  a.stage_runs = 0;
+  a.stage_lines = 0;
+  a.stage_blocked.store(0);
   a.export_enabled.store(0);
   a.export_index.store(0);
   a.export_seq.store(0);
@@ -356,6 +369,7 @@ void AreaDirectory::StartArea(uint32_t index, const AreaLayout& l, uint64_t now_
   a.publishes_deferred.store(0);
   a.bytes_published.store(0);
   a.bytes_caught_up.store(0);
+  a.staged_publishes.store(0);
   a.publish_ns_total.store(0);
   a.publish_ns_max.store(0);
   a.tracking.store(0);

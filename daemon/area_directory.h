@@ -37,6 +37,10 @@ class AreaDirectory {
  public:
   // `segment` is the mapped control segment (header already filled in).
   AreaDirectory(ControlSegment* segment, const Backing& backing);
+  // Whether writers that log explicitly get a stage (dsmd then writes their
+  // versions into the buffers: StageAppliers). Off when writers cannot wake
+  // dsmd (no doorbell).
+  void set_stages(bool on) { stages_ = on; }
 
   DirectoryResult Alloc(const Client& client, const Request& req, uint64_t now_ns);
   DirectoryResult Attach(const Client& client, const Request& req);
@@ -83,10 +87,11 @@ class AreaDirectory {
     uint64_t mapped_size = 0;
     uint32_t buffers = 0;
     // In the backing, from here: the writer's copy (a replica's staging
-    // copy), the reader buffers, then the export logs.
+    // copy), the reader buffers, the export logs, then the stage.
     uint64_t backing_offset = 0;
     uint64_t export_pages = 0;  // 0: no export logs (replicas)
     uint64_t export_bytes = 0;
+    uint64_t stage_bytes = 0;  // after the export logs; 0: no stage
     uint64_t sync_interval_ns = 0;
     uint64_t staleness_bound_ns = 0;
     int32_t writer_pid = 0;
@@ -117,6 +122,7 @@ class AreaDirectory {
   std::unordered_map<std::string, uint32_t> by_name_;
   uint64_t listing_changes_ = 0;
   std::vector<bool> retired_;  // by area index: RetireReplica was called
+  bool stages_ = false;
 };
 
 }  // namespace dsm

@@ -76,17 +76,20 @@ bool Daemon::Start(std::string* error) {
   spdlog::info("backing: {} bytes of {}", backing_.bytes, backing_.description);
   if (!CreateControlSegment(error)) return false;
   directory_ = std::make_unique<AreaDirectory>(segment_, backing_);
+  // NORESERVE: hugetlbfs would otherwise reserve pages for the whole range now.
+  void* base = mmap(nullptr, backing_.bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE,
+                    backing_.fd, 0);
+  if (base == MAP_FAILED) {
+    *error = Errno("cannot map the backing");
+    return false;
+  }
+  backing_base_ = static_cast<uint8_t*>(base);
+  // Writers hand their versions to us only if they can wake us.
+  stages_ = std::make_unique<StageAppliers>(segment_, backing_base_);
+  directory_->set_stages(!config_.no_doorbell && !config_.no_stages);
   if (!config_.cluster_file.empty()) {
     const auto cluster = LoadClusterConfig(config_.cluster_file, error);
     if (!cluster) return false;
-    // NORESERVE: hugetlbfs would otherwise reserve pages for the whole range now.
-    void* base = mmap(nullptr, backing_.bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE,
-                      backing_.fd, 0);
-    if (base == MAP_FAILED) {
-      *error = Errno("cannot map the backing for remote sync");
-      return false;
-    }
-    backing_base_ = static_cast<uint8_t*>(base);
     remote_ = std::make_unique<RemoteSync>(config_, *cluster, segment_, directory_.get(), backing_base_);
     if (!remote_->Start(error)) return false;
   }
@@ -171,7 +174,12 @@ int Daemon::Run() {
   spdlog::info("dsmd host {} serving {} (pid {})", config_.host_id, config_.socket_path, getpid());
   epoll_event events[64];
   for (;;) {
-    const bool worked = remote_ && remote_->Poll(MonotonicNs());
+    // Staged versions first: collecting for other hosts reads what they wrote.
+    bool worked = stages_->Turn(MonotonicNs());
+    const bool shipped = remote_ && remote_->Poll(MonotonicNs());
+    // Catch-ups once frames for other hosts are out: off their path.
+    if (!shipped) stages_->CatchUps();
+    worked |= shipped;
     const int64_t sleep_ns = ArmDoorbell(IdleSleepNs(worked));
     timespec ts{sleep_ns / 1000000000, sleep_ns % 1000000000};
     const int n = epoll_pwait2(epoll_fd_, events, 64, sleep_ns < 0 ? nullptr : &ts, nullptr);
@@ -214,6 +222,8 @@ int Daemon::Run() {
 }
 
 int64_t Daemon::IdleSleepNs(bool worked) {
+  // Readers that free a buffer a staged version waits for do not wake us.
+  if (stages_->AnyBlocked()) return worked ? 0 : static_cast<int64_t>(kStageBlockedPollNs);
   if (!remote_) return -1;  // one host: nothing to poll, sleep until a client speaks
   if (worked || config_.busy_poll) {
     idle_turns_ = 0;
@@ -233,12 +243,12 @@ int64_t Daemon::IdleSleepNs(bool worked) {
 }
 
 int64_t Daemon::ArmDoorbell(int64_t sleep_ns) {
-  if (sleep_ns == 0 || !remote_ || config_.no_doorbell) return sleep_ns;
-  // seq_cst store, then a seq_cst look at each exported area's `latest`: a
-  // writer that published before the arm is seen here; one after it sees the
-  // arm and rings (ControlClient::RingDoorbell).
+  if (sleep_ns == 0 || config_.no_doorbell) return sleep_ns;
+  // seq_cst store, then a seq_cst look at each stage and each exported
+  // area's `latest`: a writer that posted or published before the arm is
+  // seen here; one after it sees the arm and rings (RingDoorbell).
   segment_->header.doorbell_armed.store(1);
-  if (!remote_->ExportDue(MonotonicNs())) return sleep_ns;
+  if (!stages_->AnyDue() && !(remote_ && remote_->ExportDue(MonotonicNs()))) return sleep_ns;
   segment_->header.doorbell_armed.store(0, std::memory_order_relaxed);
   return 0;
 }
@@ -289,6 +299,7 @@ void Daemon::HandleRequest(Connection& conn) {
       }
       case RequestType::kAlloc:
         res = directory_->Alloc(conn.client, req, MonotonicNs());
+        if (res.status == 0) stages_->Added(res.area_index);
         if (res.status == 0) spdlog::info("client {} allocated '{}' ({} bytes)", conn.client.id, req.name, req.size);
         break;
       case RequestType::kAttach:
@@ -301,6 +312,7 @@ void Daemon::HandleRequest(Connection& conn) {
         }
         break;
       case RequestType::kFree:
+        stages_->Turn(MonotonicNs());  // the last version posted, before its memory goes
         res = directory_->Free(conn.client, req);
         break;
       default:
@@ -317,6 +329,7 @@ void Daemon::Disconnect(int fd) {
   auto it = connections_.find(fd);
   if (it == connections_.end()) return;
   spdlog::debug("client {} (pid {}) left", it->second.client.id, it->second.client.pid);
+  stages_->Turn(MonotonicNs());  // what a writer gone posted last, before its copy goes
   directory_->ClientGone(it->second.client);
   epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, fd, nullptr);
   close(fd);
@@ -324,6 +337,7 @@ void Daemon::Disconnect(int fd) {
 }
 
 void Daemon::Shutdown() {
+  stages_->Turn(MonotonicNs());  // what writers posted last becomes readable
   if (remote_) remote_->ReleasePins();
   segment_->header.daemon_alive.store(0);
   Reply notice{};

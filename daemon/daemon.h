@@ -13,6 +13,7 @@
 #include "daemon/backing.h"
 #include "daemon/daemon_config.h"
 #include "daemon/remote_sync.h"
+#include "daemon/stage_applier.h"
 #include "libdsm/contract/shm_layout.h"
 
 namespace dsm {
@@ -58,8 +59,9 @@ class Daemon {
   int control_fd_ = -1;
   ControlSegment* segment_ = nullptr;
   std::unique_ptr<AreaDirectory> directory_;
-  uint8_t* backing_base_ = nullptr;  // the whole backing, mapped for remote sync
+  uint8_t* backing_base_ = nullptr;  // the whole backing: stages, remote sync
   std::unique_ptr<RemoteSync> remote_;
+  std::unique_ptr<StageAppliers> stages_;
   int listen_fd_ = -1;
   int epoll_fd_ = -1;
   int signal_fd_ = -1;

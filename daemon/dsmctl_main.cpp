@@ -120,27 +120,29 @@ json Areas(const Daemon& d) {
     for (const auto& c : a.reader_client) readers += c.load() != 0 && c.load() != 0xffffffffu;
     const uint64_t confirmed = a.confirmed_ns.load();
     const uint64_t publishes = a.publishes.load();
-    out.push_back({{"index", i},
-                   {"name", a.name},
-                   {"state", StateName(state)},
-                   {"owner_host", a.owner_host},
-                   {"replica", a.is_replica != 0},
-                   {"size", a.size},
-                   {"version", dsm::UnpackLatest(a.latest.load()).version},
-                   {"staleness_ms", confirmed == 0 || now < confirmed ? 0.0 : (now - confirmed) / 1e6},
-                   {"readers", readers},
-                   {"publishes", publishes},
-                   {"publishes_deferred", a.publishes_deferred.load()},
-                   {"bytes_published", a.bytes_published.load()},
-                   {"bytes_caught_up", a.bytes_caught_up.load()},
-                   {"publish_ms_max", a.publish_ns_max.load() / 1e6},
-                   {"publish_ms_avg", publishes ? a.publish_ns_total.load() / 1e6 / publishes : 0.0},
-                   {"exported", a.export_enabled.load() != 0},
-                   {"tracking", dsm::TrackingName(a.tracking.load())},
-                   {"page_tracker", dsm::PageTrackerName(a.page_tracker.load())},
-                   {"pages_written", a.pages_written.load()},
-                   {"lines_changed", a.lines_changed.load()},
-                   {"content", ContentHash(d, a)}});
+    out.push_back(
+        {{"index", i},
+         {"name", a.name},
+         {"state", StateName(state)},
+         {"owner_host", a.owner_host},
+         {"replica", a.is_replica != 0},
+         {"size", a.size},
+         {"version", dsm::UnpackLatest(a.latest.load()).version},
+         {"staleness_ms", confirmed == 0 || now < confirmed ? 0.0 : (now - confirmed) / 1e6},
+         {"readers", readers},
+         {"publishes", publishes},
+         {"publishes_deferred", a.publishes_deferred.load()},
+         {"bytes_published", a.bytes_published.load()},
+         {"bytes_caught_up", a.bytes_caught_up.load()},
+         {"staged_publishes", a.staged_publishes.load()},
+         {"publish_ms_max", a.publish_ns_max.load() / 1e6},
+         {"publish_ms_avg", publishes ? a.publish_ns_total.load() / 1e6 / publishes : 0.0},
+         {"exported", a.export_enabled.load() != 0},
+         {"tracking", dsm::TrackingName(a.tracking.load())},
+         {"page_tracker", dsm::PageTrackerName(a.page_tracker.load())},
+         {"pages_written", a.pages_written.load()},
+         {"lines_changed", a.lines_changed.load()},
+         {"content", ContentHash(d, a)}});
   }
   return out;
 }

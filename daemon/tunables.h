@@ -44,6 +44,9 @@ inline constexpr uint64_t kActiveSleepMaxNs = 50'000;
 // far fewer), and only the first frame after a long pause waits that long.
 inline constexpr uint64_t kDeepIdleAfterNs = 1'000'000'000;
 inline constexpr uint64_t kDeepIdleSleepMaxNs = 4'000'000;
+// While a staged version waits for readers to free a buffer, dsmd looks again
+// this often (readers do not wake it).
+inline constexpr uint64_t kStageBlockedPollNs = 200'000;
 // Turns without work before the first idle sleep.
 inline constexpr uint32_t kSpinTurnsBeforeSleep = 16;
 // The multicast group every daemon of a cluster joins for fan-out of DATA.

@@ -139,6 +139,7 @@ int ClientSession::Alloc(const char* name, size_t size, const dsm_alloc_opts* op
   req.type = RequestType::kAlloc;
   std::strncpy(req.name, name, kMaxNameBytes - 1);
   req.size = size;
+  req.tracking = tracking;
   if (opts) {
     req.sync_interval_us = opts->sync_interval_us;
     req.staleness_bound_ms = opts->staleness_bound_ms;
@@ -147,8 +148,13 @@ int ClientSession::Alloc(const char* name, size_t size, const dsm_alloc_opts* op
   Reply reply{};
   if (int rc = control_.Call(req, &reply); rc != DSM_OK) return rc;
   AreaControl* control = &segment_->areas[reply.area_index];
+  DaemonLink link;
+  link.ring_doorbell = [this] { control_.RingDoorbell(segment_->header.doorbell_armed); };
+  link.daemon_alive = [this] {
+    return segment_->header.daemon_alive.load() != 0 && !control_.PeerClosed();
+  };
   auto writer = WriterArea::Map(control, reply.area_index, region_fd_, tracking, page_tracker,
-                                segment_->header.backing_page_bytes);
+                                segment_->header.backing_page_bytes, std::move(link));
   if (!writer) {
     Request undo{};
     undo.type = RequestType::kFree;

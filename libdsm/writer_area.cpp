@@ -2,13 +2,14 @@
 
 #include <sys/mman.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
 #include "coherence/line_diff.h"
 #include "dsm/dsm.h"
-#include "libdsm/errors.h"
 #include "libdsm/contract/publish_protocol.h"
+#include "libdsm/errors.h"
 
 namespace dsm {
 
@@ -20,8 +21,8 @@ WriterArea::WriterArea(AreaControl* control, uint32_t index)
       changed_(control->size) {}
 
 std::unique_ptr<WriterArea> WriterArea::Map(AreaControl* control, uint32_t index, int region_fd,
-                                             uint32_t tracking, uint32_t page_tracker,
-                                             size_t page_bytes) {
+                                            uint32_t tracking, uint32_t page_tracker,
+                                            size_t page_bytes, DaemonLink link) {
   std::unique_ptr<WriterArea> area(new WriterArea(control, index));
   void* w = mmap(reinterpret_cast<void*>(control->addr), control->mapped_size,
                  PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, region_fd,
@@ -48,6 +49,11 @@ std::unique_ptr<WriterArea> WriterArea::Map(AreaControl* control, uint32_t index
       return nullptr;
     }
     area->export_logs_ = static_cast<uint64_t*>(logs);
+  }
+  if (tracking == DSM_TRACK_LOG) {
+    bool failed = false;
+    area->stage_ = WriterStage::Map(control, region_fd, std::move(link), &failed);
+    if (failed) return nullptr;
   }
   if (tracking != DSM_TRACK_LOG) {
     if (PageTracker::Start(static_cast<int>(page_tracker), w, control->mapped_size, page_bytes,
@@ -88,6 +94,11 @@ void WriterArea::LogWrittenLines() {
 
 int WriterArea::Publish(uint64_t now_ns) {
   next_sync_ns_ = now_ns + control_->sync_interval_ns;
+  if (stage_) {
+    const int rc = PublishStaged(now_ns);
+    if (rc != DSM_ERR_DAEMON_GONE) return rc;
+    TakeOverBuffers();
+  }
   if (tracker_) LogWrittenLines();
   if (log_.Empty()) {
     // Nothing changed: what readers have is the writer's state as of now.
@@ -109,7 +120,8 @@ int WriterArea::Publish(uint64_t now_ns) {
     const bool exporting = export_logs_ && control_->export_enabled.load();
     const size_t bytes = publisher_.Publish(log_, static_cast<uint32_t>(target), src,
                                             buffers_[target], exporting ? &changed_ : nullptr);
-    version_ = UnpackLatest(control_->latest.load()).version + 1;
+    // Past every version handed to dsmd too (TakeOverBuffers).
+    version_ = std::max(version_, UnpackLatest(control_->latest.load()).version) + 1;
     if (exporting) {
       ExportChanges(*control_, export_logs_, changed_, version_);
       changed_.Clear();
@@ -118,6 +130,31 @@ int WriterArea::Publish(uint64_t now_ns) {
   }
   CatchUpNextTarget(static_cast<uint32_t>(target));
   return DSM_OK;
+}
+
+int WriterArea::PublishStaged(uint64_t now_ns) {
+  if (log_.Empty() && !stage_->Withdrawn()) {
+    // Nothing changed: once dsmd has written the last version, what readers
+    // have is the writer's state as of now.
+    if (stage_->Drained()) control_->confirmed_ns.store(now_ns);
+    return DSM_OK;
+  }
+  if (const int rc = stage_->WaitFree(kStageWaitNs); rc != DSM_OK) return rc;
+  const uint64_t version = std::max(version_, UnpackLatest(control_->latest.load()).version) + 1;
+  const int rc =
+      stage_->Post(log_, reinterpret_cast<const uint8_t*>(control_->addr), version, kStageWaitNs);
+  // A withdrawn version (busy) stays in the stage; it is published as part of
+  // the next one, under the next number.
+  if (rc == DSM_OK) version_ = version;
+  return rc;
+}
+
+void WriterArea::TakeOverBuffers() {
+  // dsmd may have stopped anywhere in a version, and what each buffer lacks
+  // went with it: the next publish into each buffer copies the whole area.
+  // The writer copy holds every change, those still in the stage included.
+  stage_.reset();
+  publisher_.MarkAllPending();
 }
 
 void WriterArea::CatchUpNextTarget(uint32_t latest) {

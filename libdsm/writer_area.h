@@ -12,8 +12,9 @@
 
 #include "coherence/change_log.h"
 #include "coherence/version_publisher.h"
-#include "libdsm/page_tracker.h"
 #include "libdsm/contract/shm_layout.h"
+#include "libdsm/page_tracker.h"
+#include "libdsm/writer_stage.h"
 
 namespace dsm {
 
@@ -21,15 +22,21 @@ class WriterArea {
  public:
   // Maps the area for writing and starts page tracking if `tracking` (a
   // dsm_tracking) asks for it, with `page_tracker` (a dsm_page_tracker) on pages
-  // of `page_bytes`. Returns nullptr (and sets dsm_last_error) on failure.
+  // of `page_bytes`. An area with a stage hands its versions to dsmd through
+  // it (`link`), unless the writer tracks pages. Returns nullptr (and sets
+  // dsm_last_error) on failure.
   static std::unique_ptr<WriterArea> Map(AreaControl* control, uint32_t index, int region_fd,
                                          uint32_t tracking, uint32_t page_tracker,
-                                         size_t page_bytes);
+                                         size_t page_bytes, DaemonLink link = {});
   ~WriterArea();
 
   // Publishes a new version if anything was logged. Returns DSM_OK, or
-  // DSM_ERR_BUSY when every spare buffer is still pinned by readers.
+  // DSM_ERR_BUSY when every spare buffer is still pinned by readers. Staged:
+  // the version is dsmd's to write into a buffer (local readers see it once
+  // it did); if dsmd is gone, the writer takes the buffers back.
   int Publish(uint64_t now_ns);
+  // Whether dsmd writes this area's versions (it has a stage, dsmd is there).
+  bool staged() const { return stage_ != nullptr; }
   // Whether the sync interval has elapsed since the last publish.
   bool Due(uint64_t now_ns) const { return now_ns >= next_sync_ns_; }
 
@@ -47,6 +54,10 @@ class WriterArea {
   // Brings the buffer the next version will likely go to up to `latest`'s
   // version, if no reader holds it and it missed little (CatchUpWorthwhile).
   void CatchUpNextTarget(uint32_t latest);
+  // Hands the version to dsmd through the stage.
+  int PublishStaged(uint64_t now_ns);
+  // dsmd is gone: from now on the writer writes its versions into the buffers.
+  void TakeOverBuffers();
 
   AreaControl* control_;
   uint32_t index_;
@@ -56,6 +67,7 @@ class WriterArea {
   uint8_t* buffers_[kMaxReaderBuffers] = {};
   uint64_t* export_logs_ = nullptr;  // two logs of export_pages masks each
   std::unique_ptr<PageTracker> tracker_;  // null: explicit logging only
+  std::unique_ptr<WriterStage> stage_;    // null: the writer writes the buffers itself
   uint64_t version_ = 0;
   uint64_t next_sync_ns_ = 0;
 };

@@ -38,7 +38,7 @@ struct Request {
   uint32_t reader_buffers;
   uint32_t area_index;
   uint32_t area_generation;
-  uint32_t reserved;
+  uint32_t tracking;  // kAlloc: the writer's dsm_tracking (a stage only for DSM_TRACK_LOG)
 };
 
 struct Reply {

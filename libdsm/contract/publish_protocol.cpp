@@ -74,6 +74,16 @@ void WaitForNewerVersion(AreaControl& area, uint64_t seen, uint64_t timeout_ns) 
   area.version_waiters.fetch_sub(1);
 }
 
+void WakeStageWaiters(AreaControl& area) {
+  Futex(reinterpret_cast<uint32_t*>(&area.stage_state), FUTEX_WAKE, INT_MAX, nullptr);
+}
+
+void WaitStageChange(AreaControl& area, uint32_t seen, uint64_t timeout_ns) {
+  const timespec ts{static_cast<time_t>(timeout_ns / 1'000'000'000),
+                    static_cast<long>(timeout_ns % 1'000'000'000)};
+  Futex(reinterpret_cast<uint32_t*>(&area.stage_state), FUTEX_WAIT, seen, &ts);
+}
+
 bool PinLatest(AreaControl& area, uint32_t slot, uint32_t current, LatestVersion* out) {
   // A writer may pick a buffer as its target just before our pin becomes
   // visible; it then has already moved `latest` away from that buffer, so the

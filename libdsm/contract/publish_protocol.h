@@ -29,6 +29,11 @@ void CompletePublish(AreaControl& area, uint32_t target, uint64_t version, uint6
 // passes (or a spurious wake-up). CompletePublish wakes the waiters.
 void WaitForNewerVersion(AreaControl& area, uint64_t seen, uint64_t timeout_ns);
 
+// The stage handshake (stage_layout.h): wakes whoever sleeps on
+// stage_state, and sleeps while it still equals `seen` (at most `timeout_ns`).
+void WakeStageWaiters(AreaControl& area);
+void WaitStageChange(AreaControl& area, uint32_t seen, uint64_t timeout_ns);
+
 // Pins the newest complete version in reader slot `slot`, next to `current`
 // (which stays pinned). Returns false if the writer kept replacing it.
 bool PinLatest(AreaControl& area, uint32_t slot, uint32_t current, LatestVersion* out);

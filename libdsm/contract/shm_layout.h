@@ -16,7 +16,7 @@
 namespace dsm {
 
 inline constexpr uint64_t kControlMagic = 0x4d53442d4c54434eULL;  // "NCTL-DSM"
-inline constexpr uint32_t kLayoutVersion = 14;
+inline constexpr uint32_t kLayoutVersion = 15;
 inline constexpr uint32_t kNoBuffer = 0xff;
 // A reader's pin word: the buffer it maps (low byte) and the one it is moving to
 // (second byte); kNoBuffer in a byte pins nothing.
@@ -64,6 +64,10 @@ struct alignas(64) AreaControl {
   uint64_t export_offset;
   uint64_t export_pages;  // masks per log (0: no export logs, as on replicas)
   uint64_t export_bytes;  // both logs, rounded up to the backing page
+  // The stage through which the writer hands its versions to dsmd
+  // (stage_layout.h): only for areas whose writer logs explicitly.
+  uint64_t stage_offset;  // 0: none, the writer publishes into the buffers itself
+  uint64_t stage_bytes;
   uint64_t backing_bytes;  // everything the area holds in the backing, from writer_offset
 
   // The publish protocol. `latest` = PackLatest(version, buffer) of the newest
@@ -93,6 +97,19 @@ struct alignas(64) AreaControl {
   // may be pinning one to ship it, then copies that version aside and unpins.
   std::atomic<uint32_t> spare_wanted;
 
+  // The stage's handshake (StageState, stage_layout.h). The words after it
+  // describe the posted version: the writer stores them before kPosted
+  // (release), dsmd reads them after it sees kPosted (acquire). Both sleep
+  // on stage_state (futex) and wake each other after changing it.
+  alignas(64) std::atomic<uint32_t> stage_state;
+  uint32_t stage_kind;  // StageKind
+  uint64_t stage_version;
+  uint64_t stage_runs;
+  uint64_t stage_lines;
+  // dsmd found every spare buffer pinned by readers: the posted version
+  // waits (the writer's publish says busy rather than wait for readers).
+  std::atomic<uint32_t> stage_blocked;
+
   // Counters for status and dsmctl (written by the writer process).
   alignas(64) std::atomic<uint64_t> publishes;
   std::atomic<uint64_t> publishes_deferred;
@@ -100,6 +117,8 @@ struct alignas(64) AreaControl {
   // Of those, copied into a spare buffer after a publish, ahead of its next
   // version (VersionPublisher::CatchUp), off the path to the readers.
   std::atomic<uint64_t> bytes_caught_up;
+  // Of `publishes`: versions dsmd wrote from the stage (it counts them).
+  std::atomic<uint64_t> staged_publishes;
   std::atomic<uint64_t> publish_ns_total;
   std::atomic<uint64_t> publish_ns_max;
   // Page tracking (dsm_alloc_opts.tracking): set by the writer after mapping.

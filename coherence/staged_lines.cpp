@@ -1,0 +1,104 @@
+#include "coherence/staged_lines.h"
+
+#include <algorithm>
+#include <bit>
+#include <cstring>
+
+namespace dsm {
+
+namespace {
+
+void SetMaskBits(uint64_t* masks, size_t first, size_t count) {
+  for (size_t line = first; line < first + count;) {
+    const size_t page = line / kLinesPerPage;
+    const size_t lo = line % kLinesPerPage;
+    const size_t n = std::min(count - (line - first), kLinesPerPage - lo);
+    masks[page] |= n == kLinesPerPage ? ~uint64_t{0} : ((uint64_t{1} << n) - 1) << lo;
+    line += n;
+  }
+}
+
+// The lines of `runs` from `src`, one after another into `out` (plain stores:
+// they stay in the cache for dsmd, which reads them next). A loop of its own,
+// apart from draining the log, so that the loads of many lines are in flight
+// at once: the writer's lines may have left its cache for the log's.
+void GatherRuns(std::span<const LineRun> runs, const uint8_t* src, uint8_t* out) {
+  for (const LineRun& r : runs) {
+    const uint8_t* from = src + size_t{r.first_line} * kLineBytes;
+    // One fixed-size copy per line: inlined, unlike a call per run.
+    for (uint32_t i = 0; i < r.line_count; ++i) {
+      std::memcpy(out, from + size_t{i} * kLineBytes, kLineBytes);
+      out += kLineBytes;
+    }
+  }
+}
+
+}  // namespace
+
+StagedCounts StageChanges(ChangeLog& log, const uint8_t* src, const StageMemory& stage,
+                          bool as_masks) {
+  StagedCounts c;
+  c.as_masks = as_masks;
+  log.Drain([&](size_t page, const uint8_t* line_bytes) {
+    uint64_t mask = LineBytesToMask(line_bytes);
+    if (c.as_masks) {
+      stage.masks[page] |= mask;
+      c.lines += static_cast<size_t>(std::popcount(mask));
+      return;
+    }
+    while (mask != 0) {
+      const unsigned start = static_cast<unsigned>(std::countr_zero(mask));
+      const uint64_t shifted = mask >> start;
+      const unsigned len =
+          shifted == ~uint64_t{0} ? 64 - start : static_cast<unsigned>(std::countr_one(shifted));
+      const size_t first = page * kLinesPerPage + start;
+      const bool extends =
+          c.runs > 0 &&
+          size_t{stage.runs[c.runs - 1].first_line} + stage.runs[c.runs - 1].line_count == first;
+      if (c.lines + len > stage.max_lines || (!extends && c.runs == stage.max_runs)) {
+        // Too large for the stage: it goes as masks, these lines and the rest.
+        for (size_t r = 0; r < c.runs; ++r) {
+          SetMaskBits(stage.masks, stage.runs[r].first_line, stage.runs[r].line_count);
+        }
+        stage.masks[page] |= mask;
+        c.lines += static_cast<size_t>(std::popcount(mask));
+        c.runs = 0;
+        c.as_masks = true;
+        return;
+      }
+      if (extends) {
+        stage.runs[c.runs - 1].line_count += len;
+      } else {
+        stage.runs[c.runs++] = {static_cast<uint32_t>(first), len};
+      }
+      c.lines += len;
+      mask = len >= 64 ? 0 : mask & ~(((uint64_t{1} << len) - 1) << start);
+    }
+  });
+  if (!c.as_masks) GatherRuns(std::span<const LineRun>(stage.runs, c.runs), src, stage.bytes);
+  return c;
+}
+
+void AddRuns(std::span<const LineRun> runs, LineSet* set) {
+  for (const LineRun& r : runs) set->AddLines(r.first_line, r.line_count);
+}
+
+void ScatterRuns(std::span<const LineRun> runs, const uint8_t* bytes, uint8_t* dst,
+                 LineStores stores) {
+  for (const LineRun& r : runs) {
+    const size_t n = size_t{r.line_count} * kLineBytes;
+    CopyLines(dst + size_t{r.first_line} * kLineBytes, bytes, n, stores);
+    bytes += n;
+  }
+}
+
+void TakeMasks(uint64_t* masks, size_t pages, LineSet* set) {
+  for (size_t page = 0; page < pages; ++page) {
+    if (masks[page] != 0) {
+      set->AddMask(page, masks[page]);
+      masks[page] = 0;
+    }
+  }
+}
+
+}  // namespace dsm

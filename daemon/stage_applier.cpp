@@ -1,0 +1,137 @@
+#include "daemon/stage_applier.h"
+
+#include <cstring>
+
+#include "libdsm/contract/publish_protocol.h"
+
+namespace dsm {
+
+StageApplier::StageApplier(AreaControl* area, uint8_t* backing)
+    : area_(area),
+      backing_(backing),
+      generation_(area->generation),
+      geometry_(StageGeometryFor(area->size, 1)),
+      stage_(StageMemoryAt(backing + area->stage_offset, geometry_)),
+      publisher_(area->size, area->buffer_count),
+      masked_(area->size) {
+  std::memset(stage_.masks, 0, stage_.pages * sizeof(uint64_t));
+}
+
+bool StageApplier::Posted() const {
+  return area_->stage_state.load() == static_cast<uint32_t>(StageState::kPosted);
+}
+
+bool StageApplier::Apply(uint64_t now_ns) {
+  if (!Posted()) return false;
+  const int target = PickTargetBuffer(
+      area_->buffer_count, UnpackLatest(area_->latest.load()).buffer, PinnedBuffers(*area_));
+  if (target < 0) {
+    // Readers pin every spare (or our own export pin does: that one goes at
+    // the next turn). The version waits here, counted once as deferred; the
+    // writer's next publish says busy rather than wait for readers.
+    area_->spare_wanted.store(1);
+    if (area_->stage_blocked.exchange(1) == 0) {
+      area_->publishes_deferred.fetch_add(1, std::memory_order_relaxed);
+      WakeStageWaiters(*area_);
+    }
+    return false;
+  }
+  const bool as_masks = area_->stage_kind == static_cast<uint32_t>(StageKind::kMasks);
+  if (as_masks) {
+    // Its lines are read from the writer copy: only while the writer waits.
+    uint32_t expected = static_cast<uint32_t>(StageState::kPosted);
+    if (!area_->stage_state.compare_exchange_strong(expected,
+                                                    static_cast<uint32_t>(StageState::kApplying))) {
+      return false;  // withdrawn
+    }
+  }
+  const uint64_t version = area_->stage_version;
+  const std::span<const LineRun> runs(stage_.runs, area_->stage_runs);
+  const uint32_t latest = UnpackLatest(area_->latest.load()).buffer;
+  uint8_t* dst = Buffer(static_cast<uint32_t>(target));
+  {
+    ExportGuard guard(*area_);  // the same protocol as a writer's own publish
+    size_t bytes;
+    const LineSet* lines;
+    if (as_masks) {
+      masked_.Clear();
+      TakeMasks(stage_.masks, stage_.pages, &masked_);
+      bytes = publisher_.PublishLines(masked_, static_cast<uint32_t>(target),
+                                      backing_ + area_->writer_offset, dst);
+      lines = &masked_;
+    } else {
+      bytes = publisher_.PublishRuns(runs, stage_.bytes, static_cast<uint32_t>(target),
+                                     Buffer(latest), dst);
+      lines = &publisher_.last_written();
+    }
+    if (area_->export_pages != 0 && area_->export_enabled.load()) {
+      ExportChanges(*area_, reinterpret_cast<uint64_t*>(backing_ + area_->export_offset), *lines,
+                    version);
+    }
+    CompletePublish(*area_, static_cast<uint32_t>(target), version, now_ns, bytes);
+  }
+  area_->staged_publishes.fetch_add(1, std::memory_order_relaxed);
+  // The writer may post the next version now (a version posted as masks:
+  // it waits for this).
+  area_->stage_state.store(static_cast<uint32_t>(StageState::kEmpty));
+  WakeStageWaiters(*area_);
+  catch_up_owed_ = true;
+  return true;
+}
+
+void StageApplier::CatchUp() {
+  if (!catch_up_owed_) return;
+  catch_up_owed_ = false;
+  const uint32_t latest = UnpackLatest(area_->latest.load()).buffer;
+  const int next = PickTargetBuffer(area_->buffer_count, latest, PinnedBuffers(*area_));
+  if (next < 0 || !publisher_.CatchUpWorthwhile(static_cast<uint32_t>(next))) return;
+  // From the buffer just written, whose lines are still in the cache.
+  const size_t bytes =
+      publisher_.CatchUp(static_cast<uint32_t>(next), Buffer(latest), Buffer(next));
+  area_->bytes_published.fetch_add(bytes, std::memory_order_relaxed);
+  area_->bytes_caught_up.fetch_add(bytes, std::memory_order_relaxed);
+}
+
+void StageAppliers::Added(uint32_t index) {
+  AreaControl* a = &segment_->areas[index];
+  if (a->stage_offset == 0) {
+    appliers_.erase(index);
+    return;
+  }
+  appliers_[index] = std::make_unique<StageApplier>(a, backing_);
+}
+
+bool StageAppliers::Turn(uint64_t now_ns) {
+  bool applied = false;
+  for (auto it = appliers_.begin(); it != appliers_.end();) {
+    const AreaControl& a = segment_->areas[it->first];
+    if (a.generation != it->second->generation() ||
+        a.state.load() == static_cast<uint32_t>(AreaState::kFree)) {
+      it = appliers_.erase(it);  // the slot went to another area
+      continue;
+    }
+    applied |= it->second->Apply(now_ns);
+    ++it;
+  }
+  return applied;
+}
+
+void StageAppliers::CatchUps() {
+  for (auto& [index, applier] : appliers_) applier->CatchUp();
+}
+
+bool StageAppliers::AnyDue() const {
+  for (const auto& [index, applier] : appliers_) {
+    if (applier->Posted() && !applier->Blocked()) return true;
+  }
+  return false;
+}
+
+bool StageAppliers::AnyBlocked() const {
+  for (const auto& [index, applier] : appliers_) {
+    if (applier->Posted() && applier->Blocked()) return true;
+  }
+  return false;
+}
+
+}  // namespace dsm

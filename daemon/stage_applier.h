@@ -1,0 +1,76 @@
+// dsmd's side of staged publishes (libdsm/contract/stage_layout.h): for each
+// local area whose writer hands its versions over in a stage, dsmd writes
+// them into reader buffers as a writer's own publish would (the same publish
+// and export protocol), and from then on keeps what each buffer lacks
+// (VersionPublisher). The writer's publish is then a gather of its changed
+// lines, and the copies into the buffers run beside the writer, not in it.
+#ifndef DSM_DAEMON_STAGE_APPLIER_H_
+#define DSM_DAEMON_STAGE_APPLIER_H_
+
+#include <cstdint>
+#include <map>
+#include <memory>
+
+#include "coherence/line_set.h"
+#include "coherence/version_publisher.h"
+#include "libdsm/contract/shm_layout.h"
+#include "libdsm/contract/stage_layout.h"
+
+namespace dsm {
+
+// One area's applier.
+class StageApplier {
+ public:
+  StageApplier(AreaControl* area, uint8_t* backing);
+
+  // Writes the posted version into a spare buffer, if one is posted and a
+  // spare is free (else marks the stage blocked). Returns whether it did.
+  bool Apply(uint64_t now_ns);
+  // Brings the buffer the next version will likely go to up to the version
+  // applied last (as a writer's publish does after its version is out), if
+  // it is owed one. Apart from Apply, so that frames for other hosts go first.
+  void CatchUp();
+  bool Posted() const;
+  bool Blocked() const { return area_->stage_blocked.load() != 0; }
+  uint32_t generation() const { return generation_; }
+
+ private:
+  uint8_t* Buffer(uint32_t b) const { return backing_ + area_->buffer_offset[b]; }
+
+  AreaControl* area_;
+  uint8_t* backing_;
+  uint32_t generation_;
+  StageGeometry geometry_;
+  StageMemory stage_;
+  VersionPublisher publisher_;
+  LineSet masked_;  // a version posted as masks
+  bool catch_up_owed_ = false;
+};
+
+// The appliers of every local area with a stage.
+class StageAppliers {
+ public:
+  StageAppliers(ControlSegment* segment, uint8_t* backing) : segment_(segment), backing_(backing) {}
+
+  // A writer allocated area `index` (with or without a stage).
+  void Added(uint32_t index);
+  // Applies every posted version (call before the area's memory may go: a
+  // free, a writer gone). Returns whether anything was applied.
+  bool Turn(uint64_t now_ns);
+  // The catch-ups the last Turn left (StageApplier::CatchUp).
+  void CatchUps();
+  // A posted version waits that a turn could apply now.
+  bool AnyDue() const;
+  // A posted version waits for readers to free a buffer: dsmd must look again
+  // soon, as readers do not wake it.
+  bool AnyBlocked() const;
+
+ private:
+  ControlSegment* segment_;
+  uint8_t* backing_;
+  std::map<uint32_t, std::unique_ptr<StageApplier>> appliers_;  // by area index
+};
+
+}  // namespace dsm
+
+#endif  // DSM_DAEMON_STAGE_APPLIER_H_
