@@ -12,7 +12,7 @@ PACKAGES=(
   libopenblas-dev zlib1g-dev dataset-fashion-mnist
   iproute2 procps gnuplot-nox
   python3-dev pybind11-dev python3-pybind11 python3-mesonpy python3-numpy python3-torch
-  python3-pytest
+  python3-pytest patchelf
 )
 
 need=()
