@@ -56,7 +56,7 @@ size_t VersionPublisher::PublishRuns(std::span<const LineRun> runs, const uint8_
                                      uint32_t target, const uint8_t* latest, uint8_t* dst) {
   written_.Clear();
   AddRuns(runs, &written_);
-  ScatterRuns(runs, bytes, dst, LineStores::kStreaming);
+  ScatterRuns(runs, bytes, dst, LineStores::kByRunLength);
   size_t copied = 0;
   for (const LineRun& r : runs) copied += size_t{r.line_count} * kLineBytes;
   return copied + PublishInPlace(written_, target, latest, dst);

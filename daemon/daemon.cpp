@@ -86,7 +86,7 @@ bool Daemon::Start(std::string* error) {
   backing_base_ = static_cast<uint8_t*>(base);
   // Writers hand their versions to us only if they can wake us.
   stages_ = std::make_unique<StageAppliers>(segment_, backing_base_);
-  directory_->set_stages(!config_.no_doorbell && !config_.no_stages);
+  directory_->set_stages(config_.stages && !config_.no_doorbell);
   if (!config_.cluster_file.empty()) {
     const auto cluster = LoadClusterConfig(config_.cluster_file, error);
     if (!cluster) return false;

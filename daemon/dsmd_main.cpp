@@ -73,10 +73,10 @@ int main(int argc, char** argv) {
   app.add_flag("--no-doorbell", cfg.no_doorbell,
                "Do not let writers wake the daemon after a publish (it finds versions at its "
                "next polling turn); for measuring what the doorbell gains");
-  app.add_flag("--no-stages", cfg.no_stages,
-               "Writers that log explicitly write each version into the reader buffers "
-               "themselves, rather than hand it to the daemon (the default; implied by "
-               "--no-doorbell)");
+  app.add_flag("--stages", cfg.stages,
+               "Writers that log explicitly hand each version to the daemon, which writes it "
+               "into the reader buffers: their publish is a gather of the changed lines "
+               "(ignored with --no-doorbell)");
   app.add_option("--fault-drop", cfg.faults.drop, "Tests: probability a sent frame is dropped")
       ->check(CLI::Range(0.0, 1.0));
   app.add_option("--fault-duplicate", cfg.faults.duplicate, "Tests: ... sent twice")

@@ -13,6 +13,7 @@
 #include <cstring>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "dsm/dsm.h"
 #include "tests/support/child_process.h"
@@ -207,11 +208,9 @@ int Attacher(Board& b) {
   return 0;
 }
 
-class DaemonDeath : public ::testing::TestWithParam<Moment> {};
-
-TEST_P(DaemonDeath, ClientsGetDaemonGoneKeepTheirMemoryAndExitCleanly) {
-  const Moment m = GetParam();
-  testing::DsmdProcess daemon;
+// Kills dsmd (started with `daemon_args`) while its clients are at moment `m`.
+void KillDaemonAt(Moment m, const std::vector<std::string>& daemon_args) {
+  testing::DsmdProcess daemon(daemon_args);
   ASSERT_TRUE(daemon.ok());
   daemon.ExportSocket();
   Shared<Board> b;
@@ -239,6 +238,19 @@ TEST_P(DaemonDeath, ClientsGetDaemonGoneKeepTheirMemoryAndExitCleanly) {
   EXPECT_EQ(b->gone_seen.load(), processes) << "every process's dsm_alloc says the daemon is gone";
   EXPECT_NE(std::string(b->gone_message).find("dsmd"), std::string::npos) << b->gone_message;
   EXPECT_EQ(b->unreadable.load(), 0) << b->unreadable_detail;
+}
+
+class DaemonDeath : public ::testing::TestWithParam<Moment> {};
+
+TEST_P(DaemonDeath, ClientsGetDaemonGoneKeepTheirMemoryAndExitCleanly) {
+  KillDaemonAt(GetParam(), {});
+}
+
+// dsmd --stages writes the writer's versions into the buffers: killed amid
+// them, the writer takes the buffers back and its readers still see only
+// whole versions.
+TEST(DaemonDeathStaged, AWriterWhoseVersionsDsmdWroteTakesTheBuffersBack) {
+  KillDaemonAt(Moment::kPublishing, {"--stages"});
 }
 
 INSTANTIATE_TEST_SUITE_P(EveryMoment, DaemonDeath,
