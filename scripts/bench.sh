@@ -12,6 +12,7 @@
 # The figures to read: log x_plain (1line target <= 2), publish x_memcpy
 # (100% target <= 2) and x_line_copy (1% target <= 3), switch x_memcpy_area,
 # tracking uffd_x_ref (1% touched target <= 1.5) and uffd_x_log (100% target <= 2).
+# Then bench/python_view_bench.py: what Python pays to get an area's array.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -40,6 +41,8 @@ fi
 targets=(daemon/dsmd)
 for b in "${BENCHES[@]}"; do targets+=("bench/${b}_bench"); done
 ninja -C "$BUILD" "${targets[@]}"
+ninja -C "$BUILD" python/libdsm/_libdsm.cpython-311-x86_64-linux-gnu.so 2>/dev/null ||
+  ninja -C "$BUILD"  # the Python module (its file name depends on the interpreter)
 
 if [[ -n "$JSON_DIR" ]]; then
   mkdir -p "$JSON_DIR"
@@ -60,4 +63,13 @@ for b in "${BENCHES[@]}"; do
     status=1
   fi
 done
+if [[ -z "${EXTRA[*]}" ]]; then
+  echo
+  echo "== python view =="
+  if ! PYTHONPATH="$BUILD/python" /usr/bin/python3 "$ROOT/bench/python_view_bench.py" \
+      ${JSON_DIR:+--json "$JSON_DIR/python_view.json"}; then
+    echo "bench.sh: python_view_bench failed" >&2
+    status=1
+  fi
+fi
 exit "$status"
