@@ -21,7 +21,7 @@
 #   --configs LIST   comma-separated device:mtu:readers, device af_packet, af_xdp (MTU 1500),
 #                    memif or tap (default:
 #                    af_packet:1500:1,af_packet:1500:3,af_packet:9000:1,af_packet:9000:3,af_xdp:1500:1,memif:1500:1,
-#                    memif:9000:1,memif:1500:3)
+#                    memif:9000:1,memif:1500:3,memif:9000:3)
 #   --window W       a round starts when every reader sees the version W rounds back (default 2)
 #   --buffers B      reader buffers per host (default 2; 3 lets a writer publish two versions
 #                    ahead of what dsmd ships without waiting for its pinned buffer)
@@ -58,7 +58,7 @@ SIZE=64M
 SECONDS_PER_RUN=8
 RAW_SECONDS=3
 FRACTIONS=1.0,0.01
-CONFIGS=af_packet:1500:1,af_packet:1500:3,af_packet:9000:1,af_packet:9000:3,af_xdp:1500:1,memif:1500:1,memif:9000:1,memif:1500:3
+CONFIGS=af_packet:1500:1,af_packet:1500:3,af_packet:9000:1,af_packet:9000:3,af_xdp:1500:1,memif:1500:1,memif:9000:1,memif:1500:3,memif:9000:3
 WINDOW=2
 BUFFERS=2
 GAP_MS=0
