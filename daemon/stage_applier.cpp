@@ -14,6 +14,9 @@ StageApplier::StageApplier(AreaControl* area, uint8_t* backing)
       stage_(StageMemoryAt(backing + area->stage_offset, geometry_)),
       publisher_(area->size, area->buffer_count),
       masked_(area->size) {
+  for (uint32_t b = 0; b < area->buffer_count; ++b) {
+    buffers_[b] = backing + area->buffer_offset[b];
+  }
   std::memset(stage_.masks, 0, stage_.pages * sizeof(uint64_t));
 }
 
@@ -48,7 +51,7 @@ bool StageApplier::Apply(uint64_t now_ns) {
   const uint64_t version = area_->stage_version;
   const std::span<const LineRun> runs(stage_.runs, area_->stage_runs);
   const uint32_t latest = UnpackLatest(area_->latest.load()).buffer;
-  uint8_t* dst = Buffer(static_cast<uint32_t>(target));
+  uint8_t* dst = buffers_[target];
   {
     ExportGuard guard(*area_);  // the same protocol as a writer's own publish
     size_t bytes;
@@ -61,7 +64,7 @@ bool StageApplier::Apply(uint64_t now_ns) {
       lines = &masked_;
     } else {
       bytes = publisher_.PublishRuns(runs, stage_.bytes, static_cast<uint32_t>(target),
-                                     Buffer(latest), dst);
+                                     buffers_[latest], dst);
       lines = &publisher_.last_written();
     }
     if (area_->export_pages != 0 && area_->export_enabled.load()) {
@@ -82,14 +85,8 @@ bool StageApplier::Apply(uint64_t now_ns) {
 void StageApplier::CatchUp() {
   if (!catch_up_owed_) return;
   catch_up_owed_ = false;
-  const uint32_t latest = UnpackLatest(area_->latest.load()).buffer;
-  const int next = PickTargetBuffer(area_->buffer_count, latest, PinnedBuffers(*area_));
-  if (next < 0 || !publisher_.CatchUpWorthwhile(static_cast<uint32_t>(next))) return;
   // From the buffer just written, whose lines are still in the cache.
-  const size_t bytes =
-      publisher_.CatchUp(static_cast<uint32_t>(next), Buffer(latest), Buffer(next));
-  area_->bytes_published.fetch_add(bytes, std::memory_order_relaxed);
-  area_->bytes_caught_up.fetch_add(bytes, std::memory_order_relaxed);
+  CatchUpNextTarget(*area_, publisher_, buffers_, UnpackLatest(area_->latest.load()).buffer);
 }
 
 void StageAppliers::Added(uint32_t index) {

@@ -35,14 +35,13 @@ class StageApplier {
   uint32_t generation() const { return generation_; }
 
  private:
-  uint8_t* Buffer(uint32_t b) const { return backing_ + area_->buffer_offset[b]; }
-
   AreaControl* area_;
   uint8_t* backing_;
   uint32_t generation_;
   StageGeometry geometry_;
   StageMemory stage_;
   VersionPublisher publisher_;
+  uint8_t* buffers_[kMaxReaderBuffers] = {};  // the area's reader buffers
   LineSet masked_;  // a version posted as masks
   bool catch_up_owed_ = false;
 };

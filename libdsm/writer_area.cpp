@@ -128,7 +128,7 @@ int WriterArea::Publish(uint64_t now_ns) {
     }
     CompletePublish(*control_, static_cast<uint32_t>(target), version_, now_ns, bytes);
   }
-  CatchUpNextTarget(static_cast<uint32_t>(target));
+  CatchUpNextTarget(*control_, publisher_, buffers_, static_cast<uint32_t>(target));
   return DSM_OK;
 }
 
@@ -155,21 +155,6 @@ void WriterArea::TakeOverBuffers() {
   // The writer copy holds every change, those still in the stage included.
   stage_.reset();
   publisher_.MarkAllPending();
-}
-
-void WriterArea::CatchUpNextTarget(uint32_t latest) {
-  // A reader pins only the latest buffer (PinLatest re-checks `latest`), so a
-  // spare found unpinned now that `latest` has moved stays unpinned until we
-  // publish into it. Copying what it missed now, after the version became
-  // visible, rather than in the next publish, takes that copy (with 2 buffers
-  // and sparse changes, half of each publish's) off the path from a publish to
-  // its readers and to dsmd, which ships it meanwhile.
-  const int next = PickTargetBuffer(control_->buffer_count, latest, PinnedBuffers(*control_));
-  if (next < 0 || !publisher_.CatchUpWorthwhile(static_cast<uint32_t>(next))) return;
-  const size_t bytes =
-      publisher_.CatchUp(static_cast<uint32_t>(next), buffers_[latest], buffers_[next]);
-  control_->bytes_published.fetch_add(bytes, std::memory_order_relaxed);
-  control_->bytes_caught_up.fetch_add(bytes, std::memory_order_relaxed);
 }
 
 }  // namespace dsm

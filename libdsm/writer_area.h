@@ -51,9 +51,6 @@ class WriterArea {
   WriterArea(AreaControl* control, uint32_t index);
   // Turns the pages written since the last call into logged lines.
   void LogWrittenLines();
-  // Brings the buffer the next version will likely go to up to `latest`'s
-  // version, if no reader holds it and it missed little (CatchUpWorthwhile).
-  void CatchUpNextTarget(uint32_t latest);
   // Hands the version to dsmd through the stage.
   int PublishStaged(uint64_t now_ns);
   // dsmd is gone: from now on the writer writes its versions into the buffers.

@@ -63,6 +63,16 @@ void CompletePublish(AreaControl& area, uint32_t target, uint64_t version, uint6
   area.bytes_published.fetch_add(bytes_copied, std::memory_order_relaxed);
 }
 
+void CatchUpNextTarget(AreaControl& area, VersionPublisher& publisher, uint8_t* const* buffers,
+                       uint32_t latest) {
+  const int next = PickTargetBuffer(area.buffer_count, latest, PinnedBuffers(area));
+  if (next < 0 || !publisher.CatchUpWorthwhile(static_cast<uint32_t>(next))) return;
+  const size_t bytes =
+      publisher.CatchUp(static_cast<uint32_t>(next), buffers[latest], buffers[next]);
+  area.bytes_published.fetch_add(bytes, std::memory_order_relaxed);
+  area.bytes_caught_up.fetch_add(bytes, std::memory_order_relaxed);
+}
+
 void WaitForNewerVersion(AreaControl& area, uint64_t seen, uint64_t timeout_ns) {
   area.version_waiters.fetch_add(1);
   if (area.latest.load() == seen) {

@@ -25,6 +25,16 @@ int ChoosePublishTarget(AreaControl& area);
 void CompletePublish(AreaControl& area, uint32_t target, uint64_t version, uint64_t now_ns,
                      size_t bytes_copied);
 
+// After a publish into `latest`: brings the buffer the next version will
+// likely go to up to it (VersionPublisher::CatchUp), if no reader holds that
+// buffer and it missed little; counts the bytes. `buffers` are the area's
+// reader buffers, mapped. A reader pins only the latest buffer (PinLatest
+// re-checks `latest`), so a spare found unpinned now stays unpinned until
+// the next publish into it; copying what it missed now, after the version
+// became visible, takes that copy off the path from a publish to its readers.
+void CatchUpNextTarget(AreaControl& area, VersionPublisher& publisher, uint8_t* const* buffers,
+                       uint32_t latest);
+
 // Blocks until `latest` differs from `seen` (a value read before) or `timeout_ns`
 // passes (or a spurious wake-up). CompletePublish wakes the waiters.
 void WaitForNewerVersion(AreaControl& area, uint64_t seen, uint64_t timeout_ns);
