@@ -161,11 +161,17 @@ DataFrameWriter::DataFrameWriter(size_t max_frame_bytes, const Header& header, F
 
 DataFrameWriter::Plan DataFrameWriter::MakePlan(const LineSet& lines) const {
   Plan plan;
+  uint32_t lines_before = 0;
   PackFrames(lines, [&](std::span<const Run> runs) {
     plan.frame_start.push_back(static_cast<uint32_t>(plan.runs.size()));
+    plan.lines_before.push_back(lines_before);
     plan.runs.insert(plan.runs.end(), runs.begin(), runs.end());
+    for (const Run& r : runs) lines_before += r.line_count;
   });
-  if (!plan.runs.empty()) plan.frame_start.push_back(static_cast<uint32_t>(plan.runs.size()));
+  if (!plan.runs.empty()) {
+    plan.frame_start.push_back(static_cast<uint32_t>(plan.runs.size()));
+    plan.lines_before.push_back(lines_before);
+  }
   return plan;
 }
 
@@ -200,12 +206,13 @@ size_t DataFrameWriter::FillFrame(uint8_t* frame, std::span<const Run> runs, con
   return header_bytes_ + payload_bytes;
 }
 
-size_t DataFrameWriter::FillHead(uint8_t* frame, const Run& run, std::span<const uint8_t> tail,
-                                 uint32_t seq, uint32_t frame_count) const {
-  WriteHeader(frame, 1, seq, frame_count);
-  std::memcpy(frame + header_bytes_, &run, sizeof(Run));
-  SealFrame(frame, sizeof(Run), tail);
-  return header_bytes_ + sizeof(Run);
+size_t DataFrameWriter::FillHead(uint8_t* frame, std::span<const Run> runs,
+                                 std::span<const uint8_t> tail, uint32_t seq,
+                                 uint32_t frame_count) const {
+  WriteHeader(frame, static_cast<uint16_t>(runs.size()), seq, frame_count);
+  std::memcpy(frame + header_bytes_, runs.data(), runs.size_bytes());
+  SealFrame(frame, static_cast<uint32_t>(runs.size_bytes()), tail);
+  return header_bytes_ + runs.size_bytes();
 }
 
 void DataFrameWriter::SealFrame(uint8_t* frame, uint32_t payload_bytes,

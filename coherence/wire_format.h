@@ -253,12 +253,19 @@ class DataFrameWriter {
   struct Plan {
     std::vector<Run> runs;              // every frame's runs, back to back
     std::vector<uint32_t> frame_start;  // frame i has runs[frame_start[i] .. frame_start[i+1])
+    std::vector<uint32_t> lines_before;  // lines in frames before frame i (one more entry: all)
     uint32_t frames() const { return frame_start.empty() ? 0 : static_cast<uint32_t>(frame_start.size() - 1); }
   };
   Plan MakePlan(const LineSet& lines) const;
   // Writes frames [first_seq, first_seq + count) of `plan` (same bytes as Write).
   template <typename Sink>
   uint32_t WritePlanned(const Plan& plan, const uint8_t* content, uint32_t first_seq,
+                        uint32_t count, Sink& sink) const;
+  // The same frames, byte for byte, from `compact`: the planned lines' bytes
+  // back to back in address order (a staged version's gathered lines). A
+  // frame's lines are then one stretch, which a TailSink sends from there.
+  template <typename Sink>
+  uint32_t WriteCompact(const Plan& plan, const uint8_t* compact, uint32_t first_seq,
                         uint32_t count, Sink& sink) const;
 
   // Writes each frame through `sink`: sink.Reserve(max_frame_bytes) returns a
@@ -286,10 +293,10 @@ class DataFrameWriter {
   // Writes one sealed frame at `frame`; returns its size.
   size_t FillFrame(uint8_t* frame, std::span<const Run> runs, const uint8_t* content, uint32_t seq,
                    uint32_t frame_count) const;
-  // Writes the header and the one run of a frame whose lines are `tail`
-  // (sealed over both); returns the bytes written at `frame`.
-  size_t FillHead(uint8_t* frame, const Run& run, std::span<const uint8_t> tail, uint32_t seq,
-                  uint32_t frame_count) const;
+  // Writes the header and the runs of a frame whose lines are `tail` (sealed
+  // over both); returns the bytes written at `frame`.
+  size_t FillHead(uint8_t* frame, std::span<const Run> runs, std::span<const uint8_t> tail,
+                  uint32_t seq, uint32_t frame_count) const;
 
   // Seals a written frame.
   void SealFrame(uint8_t* frame, uint32_t payload_bytes, std::span<const uint8_t> tail = {}) const;

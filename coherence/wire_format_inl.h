@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <bit>
 #include <cstdint>
+#include <cstring>
 #include <vector>
 
 namespace dsm::wire {
@@ -66,7 +67,7 @@ uint32_t DataFrameWriter::WritePlanned(const Plan& plan, const uint8_t* content,
         // One run: its lines are one stretch of `content`, sent from there.
         const std::span<const uint8_t> tail(content + size_t{runs[0].first_line} * kLineBytes,
                                             size_t{runs[0].line_count} * kLineBytes);
-        sink.CommitWithTail(FillHead(frame, runs[0], tail, static_cast<uint32_t>(seq), frame_count),
+        sink.CommitWithTail(FillHead(frame, runs, tail, static_cast<uint32_t>(seq), frame_count),
                             tail);
         continue;
       }
@@ -79,6 +80,32 @@ uint32_t DataFrameWriter::WritePlanned(const Plan& plan, const uint8_t* content,
       }
     }
     sink.Commit(FillFrame(frame, runs, content, static_cast<uint32_t>(seq), frame_count));
+  }
+  return written;
+}
+
+template <typename Sink>
+uint32_t DataFrameWriter::WriteCompact(const Plan& plan, const uint8_t* compact, uint32_t first_seq,
+                                       uint32_t count, Sink& sink) const {
+  const uint32_t frame_count = plan.frames();
+  const uint64_t end_seq = std::min<uint64_t>(uint64_t{first_seq} + count, frame_count);
+  uint32_t written = 0;
+  for (uint64_t seq = first_seq; seq < end_seq; ++seq) {
+    uint8_t* frame = sink.Reserve(max_frame_bytes_);
+    if (frame == nullptr) break;
+    const auto runs = std::span<const Run>(plan.runs).subspan(
+        plan.frame_start[seq], plan.frame_start[seq + 1] - plan.frame_start[seq]);
+    const std::span<const uint8_t> tail(
+        compact + size_t{plan.lines_before[seq]} * kLineBytes,
+        size_t{plan.lines_before[seq + 1] - plan.lines_before[seq]} * kLineBytes);
+    const size_t head = FillHead(frame, runs, tail, static_cast<uint32_t>(seq), frame_count);
+    ++written;
+    if constexpr (TailSink<Sink>) {
+      sink.CommitWithTail(head, tail);
+    } else {
+      std::memcpy(frame + head, tail.data(), tail.size());
+      sink.Commit(head + tail.size());
+    }
   }
   return written;
 }

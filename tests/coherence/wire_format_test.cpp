@@ -761,6 +761,52 @@ TEST(DataFrameWriterTest, FramesWithTailsAreTheBytesOfCopiedFramesAndPointIntoTh
   }
 }
 
+TEST(DataFrameWriterTest, FramesFromCompactLinesAreTheBytesOfFramesFromTheArea) {
+  std::mt19937_64 rng(0x5eed3004);
+  const size_t area = size_t{1} << 20;
+  Bytes content(area);
+  for (uint8_t& b : content) b = static_cast<uint8_t>(rng());
+  for (int pattern = 0; pattern < kPatterns; ++pattern) {
+    const LineSet lines = MakePattern(area, pattern, rng);
+    // The marked lines gathered back to back, as a staged version holds them.
+    Bytes compact;
+    lines.ForEachRun([&](size_t first, size_t count) {
+      compact.insert(compact.end(), content.begin() + static_cast<ptrdiff_t>(first * kLineBytes),
+                     content.begin() + static_cast<ptrdiff_t>((first + count) * kLineBytes));
+    });
+    for (size_t max : {size_t{200}, size_t{1472}, size_t{8972}}) {
+      SCOPED_TRACE(testing::Message() << "pattern " << pattern << " max " << max);
+      const DataFrameWriter writer(max, WriterHeader());
+      const DataFrameWriter::Plan plan = writer.MakePlan(lines);
+      ASSERT_EQ(plan.lines_before.size(), plan.frame_start.size());
+      if (plan.frames() > 0) {
+        EXPECT_EQ(plan.lines_before.back() * kLineBytes, compact.size());
+      }
+      VectorSink expected, copied;
+      TailRecordingSink tailed;
+      ASSERT_EQ(writer.WritePlanned(plan, content.data(), 0, plan.frames(), expected),
+                plan.frames());
+      ASSERT_EQ(writer.WriteCompact(plan, compact.data(), 0, plan.frames(), copied), plan.frames());
+      ASSERT_EQ(writer.WriteCompact(plan, compact.data(), 0, plan.frames(), tailed), plan.frames());
+      ASSERT_EQ(copied.frames, expected.frames);
+      ASSERT_EQ(tailed.frames, expected.frames);
+      // Every frame's lines went by reference, each a slice of the compact copy.
+      ASSERT_EQ(tailed.tails.size(), plan.frames());
+      for (uint32_t seq = 0; seq < plan.frames(); ++seq) {
+        EXPECT_EQ(tailed.tails[seq].data(),
+                  compact.data() + size_t{plan.lines_before[seq]} * kLineBytes);
+      }
+      // A range from the middle: the same frames again.
+      if (plan.frames() > 2) {
+        VectorSink part;
+        ASSERT_EQ(writer.WriteCompact(plan, compact.data(), 1, 2, part), 2u);
+        EXPECT_EQ(part.frames[0], expected.frames[1]);
+        EXPECT_EQ(part.frames[1], expected.frames[2]);
+      }
+    }
+  }
+}
+
 TEST(DataFrameWriterTest, WriteRangeEdges) {
   LineSet lines(64 * 4096);
   lines.AddAll();
