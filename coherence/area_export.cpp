@@ -17,6 +17,7 @@ struct Sink {
   uint16_t dest;
   ExportCounters* counters;
   bool in_place;
+  bool from_stage = false;
   uint8_t* reserved = nullptr;
   uint8_t* Reserve(size_t) { return reserved = out->Reserve(dest); }
   void Commit(size_t bytes) {
@@ -28,6 +29,7 @@ struct Sink {
     out->CommitWithTail(reserved, bytes, tail, in_place);
     ++counters->data_frames_out;
     counters->data_bytes_out += bytes + tail.size();
+    counters->frames_from_stage += from_stage ? 1 : 0;
   }
 };
 
@@ -46,7 +48,8 @@ AreaExport::AreaExport(size_t area_bytes, size_t mapped_bytes, bool shared_trans
       sender_(area_bytes, shared_transfers),
       loss_(params.loss_memory_ns, params.loss_memory_transfers),
       pending_(area_bytes),
-      shadow_stale_(area_bytes) {
+      shadow_stale_(area_bytes),
+      stage_lines_(area_bytes) {
   shadow_stale_.AddAll();  // the shadow does not exist yet
 }
 
@@ -66,11 +69,88 @@ void AreaExport::AreaFreed() {
   resends_.clear();
   pinned_ = -1;  // the area's pins went with it
   source_lost_ = false;
+  staged_ = false;  // and its stage
 }
 
 void AreaExport::ReleasePin() {
+  if (!freed_) AbandonStage();
   if (pinned_ >= 0 && !freed_) host_->SetPin(-1);
   pinned_ = -1;
+}
+
+bool AreaExport::CollectStaged(uint64_t now_ns) {
+  if (!collected_once_ || staged_) return false;
+  StagedVersion s;
+  if (!host_->PostedStage(&s) || s.version != sender_.version() + 1 ||
+      host_->LatestVersion() != sender_.version()) {
+    return false;
+  }
+  if (host_->TailsInUse()) return false;  // the pin stays as it is
+  // Every change up to the collected version must be collected already: the
+  // staged lines are then exactly what changed since.
+  uint64_t taken = 0;
+  if (!host_->TakeChanges(&pending_, &taken) || !pending_.Empty()) return false;
+  const uint64_t begin_ns = marks_ ? marks_->NowNs() : 0;
+  host_->ClaimStage();
+  // The claimed version's buffer replaces the pin once written; until then
+  // nothing of the collected version is in a buffer.
+  if (pinned_ >= 0) host_->SetPin(-1);
+  pinned_ = -1;
+  stage_ = s;
+  staged_ = true;
+  stage_written_ = false;
+  stage_lines_.Clear();
+  AddRuns(s.runs, &stage_lines_);
+  if (!shadow_.empty()) shadow_stale_.Merge(stage_lines_);
+  sender_.Collected(s.version, stage_lines_);
+  ++counters_->versions_collected;
+  ++counters_->versions_from_stage;
+  if (marks_) {
+    marks_->Mark(Stage::kCollectBegin, s.version, wire::kAllHosts, begin_ns);
+    marks_->Mark(Stage::kCollected, s.version, wire::kAllHosts, marks_->NowNs());
+  }
+  (void)now_ns;
+  return true;
+}
+
+void AreaExport::FollowStage(uint64_t now_ns) {
+  if (!staged_) return;
+  if (!stage_written_) {
+    int buffer = -1;
+    if (!host_->ClaimedStageWritten(&buffer)) return;
+    pinned_ = buffer;
+    pinned_version_ = stage_.version;
+    stage_written_ = true;
+  }
+  // Kept while frames of it are being sent or due (the other hosts' copies
+  // of the same lines), unless the writer waits for it.
+  const bool wanted = host_->StageWanted();
+  if (!wanted && ((in_send_ && sending_from_stage_) || sender_.AnyDue(now_ns, CollectHoldNs()))) {
+    return;
+  }
+  if (host_->TailsInUse()) return;  // frames still read their lines there
+  host_->ReleaseStage();
+  staged_ = false;
+  sending_from_stage_ = false;
+}
+
+void AreaExport::AbandonStage() {
+  if (!staged_) return;
+  host_->ReleaseStage();
+  staged_ = false;
+  sending_from_stage_ = false;
+  if (!stage_written_) {
+    // Its frames cannot be read anywhere now: collect anew once it is written.
+    in_send_ = false;
+    sent_.clear();
+    resends_.clear();
+    source_lost_ = true;
+  }
+}
+
+bool AreaExport::FromStage(const Transfer& t) const {
+  return staged_ && !t.full && t.version == stage_.version && t.base + 1 == t.version &&
+         t.lines->SameLines(stage_lines_);
 }
 
 bool AreaExport::Collect(uint64_t now_ns) {
@@ -199,13 +279,24 @@ bool AreaExport::ContinueSend(uint64_t now_ns) {
   if (out_->backlog() >= params_.send_burst_frames) return true;
   const bool group = sending_.hosts.size() > 1;
   const uint16_t dest = group ? wire::kAllHosts : sending_.hosts.front();
-  const wire::DataFrameWriter writer(out_->max_frame_bytes(), DataHeader(sending_, dest), out_->seal());
-  Sink sink{out_, dest, counters_, FramesInPlace()};
+  const bool from_stage = sending_from_stage_ && staged_;
+  if (!from_stage && AwaitingStageWrite()) return false;  // its lines are in no buffer yet
+  const wire::DataFrameWriter writer(out_->max_frame_bytes(), DataHeader(sending_, dest),
+                                     out_->seal());
   const uint32_t todo = std::min(params_.send_burst_frames, frame_count_ - next_seq_);
-  const uint32_t sent = writer.WritePlanned(plan_, FrameSource(), next_seq_, todo, sink);
+  uint32_t sent;
+  if (from_stage) {
+    // The stage stays until these frames are out (TailsInUse).
+    Sink sink{out_, dest, counters_, /*in_place=*/true, /*from_stage=*/true};
+    sent = writer.WriteCompact(plan_, stage_.bytes, next_seq_, todo, sink);
+  } else {
+    Sink sink{out_, dest, counters_, FramesInPlace()};
+    sent = writer.WritePlanned(plan_, FrameSource(), next_seq_, todo, sink);
+  }
   next_seq_ += sent;
   if (next_seq_ >= frame_count_) {
     in_send_ = false;
+    sending_from_stage_ = false;
     MarkSending(Stage::kFramed);
     rto_ns_ = params_.retransmit_timeout_ns +
               params_.retransmit_per_send_time * (now_ns - send_started_ns_);
@@ -222,6 +313,7 @@ bool AreaExport::ContinueSend(uint64_t now_ns) {
 bool AreaExport::Turn(uint64_t now_ns) {
   if (freed_) return false;
   bool worked = false;
+  FollowStage(now_ns);
   // The writer's publish found no buffer because of our pin: let it go at
   // once (not while the device still reads frames from it: the request stays).
   if (host_->WriterWantsBuffer(pinned_) && !host_->TailsInUse() && host_->TakeBufferRequest()) {
@@ -240,6 +332,10 @@ bool AreaExport::Turn(uint64_t now_ns) {
     in_send_ = false;
     DropPin();
   }
+  if (sender_.reachable() == 0 && staged_ && !host_->TailsInUse()) {
+    AbandonStage();
+    source_lost_ = true;
+  }
   if (pinned_ >= 0 && !in_send_ && sender_.reachable() > 0 &&
       sender_.MinAcked() >= pinned_version_ && !host_->TailsInUse()) {
     // Every host holds the version: no frame of it will be read again. Let the
@@ -254,7 +350,11 @@ bool AreaExport::Turn(uint64_t now_ns) {
     // before the others answered, or they would be split over two transfers.
     const bool may_collect = !sender_.AwaitingAcks(now_ns, hold) ||
                              (source_lost_ && sender_.AnyDue(now_ns, hold));
-    if (may_collect && Collect(now_ns)) {
+    if (may_collect && !in_send_ && CollectStaged(now_ns)) {
+      sent_.clear();
+      source_lost_ = false;
+      worked = true;
+    } else if (may_collect && Collect(now_ns)) {
       sent_.clear();
       source_lost_ = false;
       // Receivers lost frames lately: resends are likely, and the writer will
@@ -274,6 +374,7 @@ bool AreaExport::Turn(uint64_t now_ns) {
       send_started_ns_ = now_ns;
       const wire::DataFrameWriter writer(out_->max_frame_bytes(), wire::Header{}, out_->seal());
       plan_ = writer.MakePlan(*sending_.lines);
+      sending_from_stage_ = FromStage(sending_);
       frame_count_ = plan_.frames();
       next_seq_ = 0;
       in_send_ = frame_count_ > 0;
@@ -291,6 +392,11 @@ bool AreaExport::Turn(uint64_t now_ns) {
 bool AreaExport::Due(uint64_t now_ns) {
   if (freed_) return false;
   if (host_->WriterWantsBuffer(pinned_)) return true;
+  if (staged_) {
+    // Written meanwhile (its pin to take), or wanted back by the writer.
+    int buffer = -1;
+    if (stage_written_ ? host_->StageWanted() : host_->ClaimedStageWritten(&buffer)) return true;
+  }
   if (sender_.reachable() == 0) return false;
   if (!resends_.empty()) return true;
   if (in_send_ || (source_lost_ && sender_.AnyDue(now_ns, CollectHoldNs()))) return true;
@@ -360,9 +466,11 @@ bool AreaExport::ContinueResends(uint64_t now_ns) {
     if (backlog >= params_.send_burst_frames) return true;  // the device is full
     uint32_t budget = params_.send_burst_frames - static_cast<uint32_t>(backlog);
     const Transfer& t = sent->second.first;
+    const bool from_stage = FromStage(t);
+    if (!from_stage && AwaitingStageWrite()) return worked;  // in no buffer yet
     const wire::DataFrameWriter::Plan& plan = sent->second.second;
     const wire::DataFrameWriter writer(out_->max_frame_bytes(), DataHeader(t, host), out_->seal());
-    Sink sink{out_, host, counters_, FramesInPlace()};
+    Sink sink{out_, host, counters_, from_stage || FramesInPlace(), from_stage};
     const uint32_t frames = plan.frames();
     uint32_t resent = 0;
     bool device_refused = false;
@@ -383,7 +491,9 @@ bool AreaExport::ContinueResends(uint64_t now_ns) {
              (r.seqs[end / 64] & (uint64_t{1} << (end % 64)))) {
         ++end;
       }
-      const uint32_t n = writer.WritePlanned(plan, FrameSource(), first, end - first, sink);
+      const uint32_t n = from_stage
+                             ? writer.WriteCompact(plan, stage_.bytes, first, end - first, sink)
+                             : writer.WritePlanned(plan, FrameSource(), first, end - first, sink);
       for (uint32_t seq = first; seq < first + n; ++seq) {
         r.seqs[seq / 64] &= ~(uint64_t{1} << (seq % 64));
       }

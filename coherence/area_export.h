@@ -11,6 +11,13 @@
 // the shadow (allocated then) and the pin dropped. Otherwise the pin is
 // dropped without a copy, and a receiver that misses frames of that version
 // gets what it lacks with the next one (ReplicaSender::OnLostTransfer).
+//
+// A version the writer hands over in its stage (staged_lines.h) is collected
+// from there, before dsmd writes it into a buffer, when it is the one after
+// the collected version and nothing else is pending: transfers that carry
+// exactly its lines (every host one version behind) are framed from the
+// stage's gathered lines, a sequential copy. Other transfers, and resends
+// once the stage is given back, wait for the buffer it is written into.
 #ifndef DSM_COHERENCE_AREA_EXPORT_H_
 #define DSM_COHERENCE_AREA_EXPORT_H_
 
@@ -27,10 +34,18 @@
 #include "coherence/loss_memory.h"
 #include "coherence/replica_sender.h"
 #include "coherence/stage_marks.h"
+#include "coherence/staged_lines.h"
 #include "coherence/sync_params.h"
 #include "coherence/wire_format.h"
 
 namespace dsm {
+
+// A version posted in the area's stage as lines, not yet in a buffer.
+struct StagedVersion {
+  uint64_t version = 0;
+  std::span<const LineRun> runs;   // its changed lines, in address order
+  const uint8_t* bytes = nullptr;  // their bytes, back to back
+};
 
 // What AreaExport needs of the host its writer runs on. Buffers are the
 // area's reader buffers by index; -1 is none.
@@ -62,6 +77,22 @@ class ExportHost {
   // Whether the device still has frames reading lines in place from the
   // pinned buffer, after sending what it can.
   virtual bool TailsInUse() = 0;
+
+  // Staged versions (none where the writer publishes into the buffers).
+  // The version posted in the stage as lines and not written yet.
+  virtual bool PostedStage(StagedVersion*) { return false; }
+  // Claims the posted version: it is written into a buffer without logging
+  // its lines for export (the claim has them), that buffer replaces this
+  // export's pin, and the stage stays until ReleaseStage (the writer's next
+  // version waits).
+  virtual void ClaimStage() {}
+  // The buffer the claimed version was written into (pinned); false before.
+  virtual bool ClaimedStageWritten(int*) { return false; }
+  // Gives the stage back. Before the claimed version is written, it is
+  // then written as any other (its lines logged, the pin left alone).
+  virtual void ReleaseStage() {}
+  // The writer waits for the stage to post its next version.
+  virtual bool StageWanted() { return false; }
 };
 
 // The device, as one area's frames see it.
@@ -95,6 +126,8 @@ struct ExportCounters {
   uint64_t versions_collected = 0;
   uint64_t versions_shadowed = 0;  // copied into the shadow for the writer's sake
   uint64_t pins_yielded = 0;       // given back to the writer uncopied
+  uint64_t versions_from_stage = 0;  // collected from the writer's stage
+  uint64_t frames_from_stage = 0;    // DATA frames framed from it
 };
 
 class AreaExport {
@@ -149,6 +182,21 @@ class AreaExport {
   // published since the last collect, or when nothing holds the collected
   // version (`source_lost_`) and a host needs a transfer of it.
   bool Collect(uint64_t now_ns);
+  // Collects the version posted in the stage, if it is the next one and
+  // nothing else changed since the collected version.
+  bool CollectStaged(uint64_t now_ns);
+  // Learns the buffer the claimed version went to (it is pinned), and gives
+  // the stage back once no frame is due from it.
+  void FollowStage(uint64_t now_ns);
+  // Lets go of the stage; if its version is not in a buffer yet, nothing
+  // holds the collected version any more (source_lost_).
+  void AbandonStage();
+  // Whether frames of `t` can be read from the stage: it carries exactly
+  // the claimed version's lines.
+  bool FromStage(const Transfer& t) const;
+  // The claimed version waits to be written: no frame that needs a buffer
+  // can be read yet.
+  bool AwaitingStageWrite() const { return staged_ && !stage_written_; }
   // Where frames of the collected version are read from: its pinned buffer,
   // or the shadow once Unpin copied it there.
   const uint8_t* FrameSource();
@@ -204,6 +252,14 @@ class AreaExport {
   // Retransmission timeout: grows with the time a transfer takes to send, so
   // a large version is not resent while its receivers still take it in.
   uint64_t rto_ns_ = 0;
+  // The collected version was claimed from the stage and the stage is still
+  // held (`stage_`); `stage_written_`: it is in `pinned_` now.
+  bool staged_ = false;
+  bool stage_written_ = false;
+  StagedVersion stage_;
+  LineSet stage_lines_;
+  bool sending_from_stage_ = false;  // sending_ carries exactly the stage's lines
+
   // Transfers of the collected version (with their framing), by id, for
   // resending frames a receiver reports missing. Emptied when it changes.
   std::map<uint32_t, std::pair<Transfer, wire::DataFrameWriter::Plan>> sent_;

@@ -36,6 +36,17 @@ size_t LineSet::CountLines() const {
   return n;
 }
 
+bool LineSet::SameLines(const LineSet& other) const {
+  if (other.lines_ != lines_) return false;
+  for (uint32_t page : listed_pages_) {
+    if (masks_[page] != other.masks_[page]) return false;
+  }
+  for (uint32_t page : other.listed_pages_) {
+    if (masks_[page] != other.masks_[page]) return false;
+  }
+  return true;
+}
+
 bool LineSet::Empty() const {
   // Stops at the first page with a line: the receiver asks once per frame.
   for (uint32_t page : listed_pages_) {

@@ -44,6 +44,8 @@ class LineSet {
   bool Test(size_t line) const { return (masks_[line / kLinesPerPage] >> (line % kLinesPerPage)) & 1; }
   bool Empty() const;
   size_t CountLines() const;
+  // Whether both hold the same lines (in time proportional to their pages).
+  bool SameLines(const LineSet& other) const;
   void Clear();
 
   // Calls fn(page, mask) once for each page with a non-zero mask (in the order

@@ -352,6 +352,7 @@ void AreaDirectory::StartArea(uint32_t index, const AreaLayout& l, uint64_t now_
   a.stage_runs = 0;
   a.stage_lines = 0;
   a.stage_blocked.store(0);
+  a.stage_wanted.store(0);
   a.export_enabled.store(0);
   a.export_index.store(0);
   a.export_seq.store(0);

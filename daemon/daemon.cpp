@@ -91,6 +91,7 @@ bool Daemon::Start(std::string* error) {
     const auto cluster = LoadClusterConfig(config_.cluster_file, error);
     if (!cluster) return false;
     remote_ = std::make_unique<RemoteSync>(config_, *cluster, segment_, directory_.get(), backing_base_);
+    remote_->set_stages(stages_.get());
     if (!remote_->Start(error)) return false;
   }
 
@@ -174,9 +175,10 @@ int Daemon::Run() {
   spdlog::info("dsmd host {} serving {} (pid {})", config_.host_id, config_.socket_path, getpid());
   epoll_event events[64];
   for (;;) {
-    // Staged versions first: collecting for other hosts reads what they wrote.
-    bool worked = stages_->Turn(MonotonicNs());
+    // Other hosts first: a staged version is framed for them straight from
+    // the stage (AreaExport::CollectStaged) before it is written here.
     const bool shipped = remote_ && remote_->Poll(MonotonicNs());
+    bool worked = stages_->Turn(MonotonicNs());
     // Catch-ups once frames for other hosts are out: off their path.
     if (!shipped) stages_->CatchUps();
     worked |= shipped;

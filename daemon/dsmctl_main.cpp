@@ -192,6 +192,8 @@ json Counters(const Daemon& d) {
           {"versions_received_in_place", c.versions_received_in_place},
           {"versions_shadowed", c.versions_shadowed},
           {"pins_yielded", c.pins_yielded},
+          {"versions_from_stage", c.versions_from_stage},
+          {"frames_from_stage", c.frames_from_stage},
           {"acks_in", c.acks_in},
           {"acks_out", c.acks_out},
           {"replica_resyncs", c.replica_resyncs},

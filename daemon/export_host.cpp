@@ -23,6 +23,11 @@ ShmExportHost::ShmExportHost(AreaControl* area, uint8_t* backing, uint32_t reade
       logs_(area, reinterpret_cast<std::atomic<uint64_t>*>(backing + area->export_offset)),
       tails_(transport->NewTailHold()) {}
 
+ShmExportHost::~ShmExportHost() {
+  // A claimed stage left behind would keep the writer waiting.
+  if (stage_) stage_->ReleaseClaim();
+}
+
 uint64_t ShmExportHost::LatestVersion() { return UnpackLatest(area_.latest.load()).version; }
 
 bool ShmExportHost::TakeChanges(LineSet* into, uint64_t* taken_version) {

@@ -9,6 +9,7 @@
 
 #include "coherence/area_export.h"
 #include "daemon/export_log_reader.h"
+#include "daemon/stage_applier.h"
 #include "libdsm/contract/shm_layout.h"
 #include "net/transport.h"
 
@@ -33,6 +34,17 @@ class ShmExportHost : public ExportHost, public ExportFrameOut {
   bool TakeBufferRequest() override;
   void ClearBufferRequest() override;
   bool TailsInUse() override;
+  bool PostedStage(StagedVersion* out) override { return stage_ && stage_->PostedLines(out); }
+  void ClaimStage() override { stage_->Claim(reader_slot_); }
+  bool ClaimedStageWritten(int* buffer) override { return stage_ && stage_->ClaimWritten(buffer); }
+  void ReleaseStage() override {
+    if (stage_) stage_->ReleaseClaim();
+  }
+  bool StageWanted() override { return stage_ && stage_->Wanted(); }
+
+  // The area's stage, if its writer hands versions over there.
+  void set_stage(std::shared_ptr<StageApplier> stage) { stage_ = std::move(stage); }
+  ~ShmExportHost() override;
 
   // ExportFrameOut.
   size_t max_frame_bytes() override { return transport_->max_payload_bytes(); }
@@ -61,6 +73,7 @@ class ShmExportHost : public ExportHost, public ExportFrameOut {
   // Frames sent with their lines read in place from the pinned buffer
   // (nullptr where the device cannot).
   std::unique_ptr<net::TailHold> tails_;
+  std::shared_ptr<StageApplier> stage_;
 };
 
 }  // namespace dsm

@@ -39,6 +39,7 @@ void RemoteSync::OnSubscribe(const wire::Frame& f, uint16_t host, uint64_t now_n
     e.reader_slot = *slot;
     e.host = std::make_unique<ShmExportHost>(&a, backing_, e.reader_slot, transport_.get(), &seal_,
                                              kClusterGroup, params_.export_wait_ns);
+    if (stages_ != nullptr) e.host->set_stage(stages_->Find(index));
     wire::Header h = MakeHeader(wire::FrameType::kData);
     h.area_index = index;
     h.area_generation = a.generation;

@@ -122,6 +122,8 @@ void RemoteSync::PublishTransportCounters() {
   stats_.versions_collected = export_counters_.versions_collected;
   stats_.versions_shadowed = export_counters_.versions_shadowed;
   stats_.pins_yielded = export_counters_.pins_yielded;
+  stats_.versions_from_stage = export_counters_.versions_from_stage;
+  stats_.frames_from_stage = export_counters_.frames_from_stage;
   stats_.versions_received = import_counters_.versions_received;
   stats_.versions_received_in_place = import_counters_.versions_received_in_place;
   stats_.acks_out = import_counters_.acks_out;

@@ -73,6 +73,9 @@ class RemoteSync {
 
   // dsmd stops: lets go of the buffers it ships from, so writers keep publishing.
   void ReleasePins();
+  // Where local areas' staged versions are written: their exports frame from
+  // the stage first (AreaExport::CollectStaged).
+  void set_stages(const StageAppliers* stages) { stages_ = stages; }
 
   // Drops the queued frames that read a freed area's lines (its memory went
   // back to the host, or to a new area): the control plane calls it after
@@ -190,6 +193,7 @@ class RemoteSync {
   StageTimelineWriter timeline_;  // into segment_->timeline
   std::unique_ptr<Membership> membership_;
   std::map<uint32_t, ExportedArea> exports_;  // by local area index
+  const StageAppliers* stages_ = nullptr;
   std::vector<std::unique_ptr<Replica>> replicas_;
   std::map<uint16_t, std::map<std::string, RemoteEntry>> remote_dir_;  // by host, then name
   DirectoryRounds listings_;  // other hosts' directory rounds

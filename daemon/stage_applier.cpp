@@ -24,6 +24,42 @@ bool StageApplier::Posted() const {
   return area_->stage_state.load() == static_cast<uint32_t>(StageState::kPosted);
 }
 
+bool StageApplier::Current() const {
+  return area_->generation == generation_ &&
+         area_->state.load() != static_cast<uint32_t>(AreaState::kFree);
+}
+
+bool StageApplier::PostedLines(StagedVersion* out) const {
+  if (!Current() || !Posted() || Blocked() || claim_.active ||
+      area_->stage_kind != static_cast<uint32_t>(StageKind::kLines)) {
+    return false;
+  }
+  out->version = area_->stage_version;
+  out->runs = std::span<const LineRun>(stage_.runs, area_->stage_runs);
+  out->bytes = stage_.bytes;
+  return true;
+}
+
+void StageApplier::Claim(uint32_t reader_slot) {
+  claim_ = StageClaim{true, area_->stage_version, reader_slot, -1};
+}
+
+bool StageApplier::ClaimWritten(int* buffer) const {
+  if (!claim_.active || claim_.buffer < 0) return false;
+  *buffer = claim_.buffer;
+  return true;
+}
+
+void StageApplier::ReleaseClaim() {
+  if (!claim_.active) return;
+  const bool written = claim_.buffer >= 0;
+  claim_ = StageClaim{};
+  if (!written || !Current()) return;  // unwritten: Apply writes and empties it
+  area_->stage_wanted.store(0);
+  area_->stage_state.store(static_cast<uint32_t>(StageState::kEmpty));
+  WakeStageWaiters(*area_);
+}
+
 bool StageApplier::Apply(uint64_t now_ns) {
   if (!Posted()) return false;
   const int target = PickTargetBuffer(
@@ -49,6 +85,7 @@ bool StageApplier::Apply(uint64_t now_ns) {
     }
   }
   const uint64_t version = area_->stage_version;
+  const bool claimed = claim_.active && claim_.version == version && !as_masks;
   const std::span<const LineRun> runs(stage_.runs, area_->stage_runs);
   const uint32_t latest = UnpackLatest(area_->latest.load()).buffer;
   uint8_t* dst = buffers_[target];
@@ -67,16 +104,24 @@ bool StageApplier::Apply(uint64_t now_ns) {
                                      buffers_[latest], dst);
       lines = &publisher_.last_written();
     }
-    if (area_->export_pages != 0 && area_->export_enabled.load()) {
+    if (!claimed && area_->export_pages != 0 && area_->export_enabled.load()) {
       ExportChanges(*area_, reinterpret_cast<uint64_t*>(backing_ + area_->export_offset), *lines,
                     version);
     }
     CompletePublish(*area_, static_cast<uint32_t>(target), version, now_ns, bytes);
+    // Before any later version could be written into it.
+    if (claimed) SetPin(*area_, claim_.reader_slot, static_cast<uint32_t>(target));
   }
   area_->staged_publishes.fetch_add(1, std::memory_order_relaxed);
-  // The writer may post the next version now (a version posted as masks:
-  // it waits for this).
-  area_->stage_state.store(static_cast<uint32_t>(StageState::kEmpty));
+  if (claimed) {
+    // Frames are still read from the stage: the export gives it back.
+    claim_.buffer = target;
+    area_->stage_state.store(static_cast<uint32_t>(StageState::kHeld));
+  } else {
+    // The writer may post the next version now (a version posted as masks:
+    // it waits for this).
+    area_->stage_state.store(static_cast<uint32_t>(StageState::kEmpty));
+  }
   WakeStageWaiters(*area_);
   catch_up_owed_ = true;
   return true;
@@ -95,7 +140,12 @@ void StageAppliers::Added(uint32_t index) {
     appliers_.erase(index);
     return;
   }
-  appliers_[index] = std::make_unique<StageApplier>(a, backing_);
+  appliers_[index] = std::make_shared<StageApplier>(a, backing_);
+}
+
+std::shared_ptr<StageApplier> StageAppliers::Find(uint32_t index) const {
+  auto it = appliers_.find(index);
+  return it == appliers_.end() ? nullptr : it->second;
 }
 
 bool StageAppliers::Turn(uint64_t now_ns) {

@@ -11,6 +11,7 @@
 #include <map>
 #include <memory>
 
+#include "coherence/area_export.h"
 #include "coherence/line_set.h"
 #include "coherence/version_publisher.h"
 #include "libdsm/contract/shm_layout.h"
@@ -34,7 +35,27 @@ class StageApplier {
   bool Blocked() const { return area_->stage_blocked.load() != 0; }
   uint32_t generation() const { return generation_; }
 
+  // The export's claim on a posted version (ExportHost::ClaimStage): it is
+  // written without logging its lines for export, its buffer is pinned in
+  // the export's `reader_slot` as it becomes visible, and the stage is held
+  // (kHeld) until ReleaseClaim.
+  bool PostedLines(StagedVersion* out) const;
+  void Claim(uint32_t reader_slot);
+  bool ClaimWritten(int* buffer) const;
+  void ReleaseClaim();
+  // The writer waits for a held stage.
+  bool Wanted() const { return area_->stage_wanted.load() != 0; }
+
  private:
+  // The area is still the one this applier was made for.
+  bool Current() const;
+  struct StageClaim {
+    bool active = false;
+    uint64_t version = 0;
+    uint32_t reader_slot = 0;
+    int buffer = -1;  // written there
+  };
+
   AreaControl* area_;
   uint8_t* backing_;
   uint32_t generation_;
@@ -44,6 +65,7 @@ class StageApplier {
   uint8_t* buffers_[kMaxReaderBuffers] = {};  // the area's reader buffers
   LineSet masked_;  // a version posted as masks
   bool catch_up_owed_ = false;
+  StageClaim claim_;
 };
 
 // The appliers of every local area with a stage.
@@ -53,6 +75,8 @@ class StageAppliers {
 
   // A writer allocated area `index` (with or without a stage).
   void Added(uint32_t index);
+  // Area `index`'s applier if it has a stage (for its export to claim from).
+  std::shared_ptr<StageApplier> Find(uint32_t index) const;
   // Applies every posted version (call before the area's memory may go: a
   // free, a writer gone). Returns whether anything was applied.
   bool Turn(uint64_t now_ns);
@@ -67,7 +91,7 @@ class StageAppliers {
  private:
   ControlSegment* segment_;
   uint8_t* backing_;
-  std::map<uint32_t, std::unique_ptr<StageApplier>> appliers_;  // by area index
+  std::map<uint32_t, std::shared_ptr<StageApplier>> appliers_;  // by area index
 };
 
 }  // namespace dsm

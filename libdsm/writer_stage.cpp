@@ -46,7 +46,7 @@ WriterStage::~WriterStage() { munmap(base_, control_->stage_bytes); }
 
 bool WriterStage::Drained() const {
   const StageState s = state();
-  return s == StageState::kEmpty;
+  return s == StageState::kEmpty || s == StageState::kHeld;  // held: written already
 }
 
 int WriterStage::WaitFree(uint64_t timeout_ns) {
@@ -70,6 +70,8 @@ int WriterStage::WaitFree(uint64_t timeout_ns) {
                   "changes stay logged for the next publish",
                   control_->name, control_->stage_version, timeout_ns / 1'000'000);
     }
+    // A held version is written already; dsmd lets go of it when asked.
+    if (s == StageState::kHeld) control_->stage_wanted.store(1);
     link_.ring_doorbell();
     WaitStageChange(*control_, static_cast<uint32_t>(s), std::min(kStageCheckNs, deadline - now));
   }

@@ -51,6 +51,9 @@ struct RemoteCounters {
   uint64_t signing_key_id;  // the key frames are sealed with (0: no keys, checksums)
   uint64_t keys_held;       // keys accepted on frames received
   uint64_t key_reloads;     // times the key file was read again after a change
+  uint64_t versions_from_stage;  // of versions_collected: framed from the writer's stage
+                                 // before dsmd wrote them into a buffer
+  uint64_t frames_from_stage;    // of data_frames_out: their lines read from the stage
 };
 
 // What dsmd knows of each host of the cluster.

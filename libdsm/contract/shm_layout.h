@@ -16,7 +16,7 @@
 namespace dsm {
 
 inline constexpr uint64_t kControlMagic = 0x4d53442d4c54434eULL;  // "NCTL-DSM"
-inline constexpr uint32_t kLayoutVersion = 15;
+inline constexpr uint32_t kLayoutVersion = 16;
 inline constexpr uint32_t kNoBuffer = 0xff;
 // A reader's pin word: the buffer it maps (low byte) and the one it is moving to
 // (second byte); kNoBuffer in a byte pins nothing.
@@ -109,6 +109,9 @@ struct alignas(64) AreaControl {
   // dsmd found every spare buffer pinned by readers: the posted version
   // waits (the writer's publish says busy rather than wait for readers).
   std::atomic<uint32_t> stage_blocked;
+  // Set by a writer waiting for the stage to post its next version: dsmd,
+  // which may hold it to frame from it (kHeld), then lets it go.
+  std::atomic<uint32_t> stage_wanted;
 
   // Counters for status and dsmctl (written by the writer process).
   alignas(64) std::atomic<uint64_t> publishes;

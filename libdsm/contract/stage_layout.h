@@ -16,8 +16,17 @@ namespace dsm {
 // a posted version and empties the stage. A version posted as masks is read
 // from the writer copy, so the writer waits for it: dsmd marks it kApplying
 // before it reads, and a writer that gives up first withdraws it (kPosted ->
-// kCancelled; its masks then stay for the writer's next version).
-enum class StageState : uint32_t { kEmpty = 0, kPosted = 1, kApplying = 2, kCancelled = 3 };
+// kCancelled; its masks then stay for the writer's next version). A version
+// posted as lines that dsmd frames for other hosts straight from the stage
+// is written into a buffer (visible) and then held (kHeld) until its frames
+// are out; a writer that wants the stage sets stage_wanted and waits.
+enum class StageState : uint32_t {
+  kEmpty = 0,
+  kPosted = 1,
+  kApplying = 2,
+  kCancelled = 3,
+  kHeld = 4
+};
 // AreaControl::stage_kind.
 enum class StageKind : uint32_t { kLines = 1, kMasks = 2 };
 

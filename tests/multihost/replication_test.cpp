@@ -125,6 +125,12 @@ void RunThreeHosts(const std::vector<std::string>& dsmd_args, const WorkloadOpti
     }
     CheckTimeline(cluster.Dsmctl(1, "timeline"), cluster.Dsmctl(2, "timeline"));
   }
+  if (std::find(dsmd_args.begin(), dsmd_args.end(), "--stages") != dsmd_args.end()) {
+    // The writer handed its versions over in the stage, and dsmd framed
+    // versions for the other hosts from there before writing them locally.
+    EXPECT_GT(c1["counters"]["versions_from_stage"].get<uint64_t>(), 0u);
+    EXPECT_GT(c1["counters"]["frames_from_stage"].get<uint64_t>(), 0u);
+  }
   if (o.pause_us > 0) {
     uint64_t caught_up = 0;
     for (const auto& a : c1["areas"]) {
@@ -149,6 +155,16 @@ TEST(Replication, AWriterPublishingFasterThanTheHostsAcknowledgeGetsBuffersBackA
   o.pause_us = 0;  // versions faster than acknowledgements: dsmd's pin is wanted
   o.versions = 3000;
   RunThreeHosts({}, o, Shadowing::kNeeded);
+}
+
+TEST(Replication, StagedVersionsFramedFromTheStageOverMemif) {
+  RunThreeHosts({"--stages"}, WorkloadOptions{}, Shadowing::kAny, "--device memif");
+}
+
+TEST(Replication, StagedVersionsSurviveDroppedDuplicatedReorderedAndCorruptFrames) {
+  RunThreeHosts({"--stages", "--fault-drop", "0.05", "--fault-duplicate", "0.05", "--fault-reorder",
+                 "0.05", "--fault-corrupt", "0.01", "--fault-seed", "9"},
+                WorkloadOptions{}, Shadowing::kAny);
 }
 
 TEST(Replication, ThreeHostsOverAMeshOfMemifLinks) {
