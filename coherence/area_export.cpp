@@ -101,6 +101,7 @@ bool AreaExport::CollectStaged(uint64_t now_ns) {
   stage_written_ = false;
   stage_lines_.Clear();
   AddRuns(s.runs, &stage_lines_);
+  stage_plan_ = wire::DataFrameWriter::Plan{};
   if (!shadow_.empty()) shadow_stale_.Merge(stage_lines_);
   sender_.Collected(s.version, stage_lines_);
   ++counters_->versions_collected;
@@ -149,6 +150,7 @@ void AreaExport::AbandonStage() {
 }
 
 bool AreaExport::FromStage(const Transfer& t) const {
+  // (The cheap tests first: SameLines walks every page of both.)
   return staged_ && !t.full && t.version == stage_.version && t.base + 1 == t.version &&
          t.lines->SameLines(stage_lines_);
 }
@@ -373,8 +375,13 @@ bool AreaExport::Turn(uint64_t now_ns) {
       }
       send_started_ns_ = now_ns;
       const wire::DataFrameWriter writer(out_->max_frame_bytes(), wire::Header{}, out_->seal());
-      plan_ = writer.MakePlan(*sending_.lines);
       sending_from_stage_ = FromStage(sending_);
+      if (sending_from_stage_) {
+        if (stage_plan_.frames() == 0) stage_plan_ = writer.MakePlanOfRuns(stage_.runs);
+        plan_ = stage_plan_;
+      } else {
+        plan_ = writer.MakePlan(*sending_.lines);
+      }
       frame_count_ = plan_.frames();
       next_seq_ = 0;
       in_send_ = frame_count_ > 0;

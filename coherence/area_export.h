@@ -258,6 +258,8 @@ class AreaExport {
   bool stage_written_ = false;
   StagedVersion stage_;
   LineSet stage_lines_;
+  // Its framing, made once for every transfer from the stage.
+  wire::DataFrameWriter::Plan stage_plan_;
   bool sending_from_stage_ = false;  // sending_ carries exactly the stage's lines
 
   // Transfers of the collected version (with their framing), by id, for

@@ -159,19 +159,27 @@ DataFrameWriter::DataFrameWriter(size_t max_frame_bytes, const Header& header, F
   header_.type = static_cast<uint8_t>(FrameType::kData);
 }
 
+void DataFrameWriter::AddToPlan(std::span<const Run> runs, Plan* plan) {
+  const uint32_t lines_before = plan->lines_before.empty() ? 0 : plan->lines_before.back();
+  plan->frame_start.push_back(static_cast<uint32_t>(plan->runs.size()));
+  plan->runs.insert(plan->runs.end(), runs.begin(), runs.end());
+  uint32_t lines = 0;
+  for (const Run& r : runs) lines += r.line_count;
+  // lines_before holds the running total until EndPlan: entry i is the
+  // count before frame i once the last entry is split off.
+  plan->lines_before.push_back(lines_before + lines);
+}
+
+void DataFrameWriter::EndPlan(Plan* plan) {
+  if (plan->runs.empty()) return;
+  plan->frame_start.push_back(static_cast<uint32_t>(plan->runs.size()));
+  plan->lines_before.insert(plan->lines_before.begin(), 0);
+}
+
 DataFrameWriter::Plan DataFrameWriter::MakePlan(const LineSet& lines) const {
   Plan plan;
-  uint32_t lines_before = 0;
-  PackFrames(lines, [&](std::span<const Run> runs) {
-    plan.frame_start.push_back(static_cast<uint32_t>(plan.runs.size()));
-    plan.lines_before.push_back(lines_before);
-    plan.runs.insert(plan.runs.end(), runs.begin(), runs.end());
-    for (const Run& r : runs) lines_before += r.line_count;
-  });
-  if (!plan.runs.empty()) {
-    plan.frame_start.push_back(static_cast<uint32_t>(plan.runs.size()));
-    plan.lines_before.push_back(lines_before);
-  }
+  PackFrames(lines, [&](std::span<const Run> runs) { AddToPlan(runs, &plan); });
+  EndPlan(&plan);
   return plan;
 }
 

@@ -257,6 +257,10 @@ class DataFrameWriter {
     uint32_t frames() const { return frame_start.empty() ? 0 : static_cast<uint32_t>(frame_start.size() - 1); }
   };
   Plan MakePlan(const LineSet& lines) const;
+  // The same plan from the lines' runs in address order (elements with
+  // first_line and line_count, as LineRun): a staged version's.
+  template <typename RunList>
+  Plan MakePlanOfRuns(const RunList& runs) const;
   // Writes frames [first_seq, first_seq + count) of `plan` (same bytes as Write).
   template <typename Sink>
   uint32_t WritePlanned(const Plan& plan, const uint8_t* content, uint32_t first_seq,
@@ -287,7 +291,15 @@ class DataFrameWriter {
  private:
   // Calls fn(runs) for each frame in seq order, with the runs it carries.
   template <typename Fn>
-  void PackFrames(const LineSet& lines, Fn&& fn) const;
+  void PackFrames(const LineSet& lines, Fn&& fn) const {
+    PackRuns([&](auto&& run) { lines.ForEachRun(run); }, fn);
+  }
+  // The same for runs listed by for_each_run(fn(first_line, count)).
+  template <typename ForEachRun, typename Fn>
+  void PackRuns(ForEachRun&& for_each_run, Fn&& fn) const;
+  // Appends a frame's runs to `plan`.
+  static void AddToPlan(std::span<const Run> runs, Plan* plan);
+  static void EndPlan(Plan* plan);
   // The header of frame `seq`, unsealed.
   void WriteHeader(uint8_t* frame, uint16_t run_count, uint32_t seq, uint32_t frame_count) const;
   // Writes one sealed frame at `frame`; returns its size.

@@ -14,15 +14,15 @@ namespace dsm::wire {
 // must be the wire's (x86-64 and ARM64 Linux are little-endian).
 static_assert(std::endian::native == std::endian::little, "the wire format is little-endian");
 
-template <typename Fn>
-void DataFrameWriter::PackFrames(const LineSet& lines, Fn&& fn) const {
+template <typename ForEachRun, typename Fn>
+void DataFrameWriter::PackRuns(ForEachRun&& for_each_run, Fn&& fn) const {
   if (!ok()) return;
   // Greedy: fill each frame with runs in address order; when the next run does
   // not fit, put as many of its lines as fit and carry the rest to the next frame.
   const size_t capacity = max_frame_bytes_ - header_bytes_;  // runs + line data
   std::vector<Run> runs;
   size_t used = 0;
-  lines.ForEachRun([&](size_t first, size_t count) {
+  for_each_run([&](size_t first, size_t count) {
     while (count != 0) {
       if (capacity - used < sizeof(Run) + kLineBytes) {
         fn(std::span<const Run>(runs));
@@ -37,6 +37,18 @@ void DataFrameWriter::PackFrames(const LineSet& lines, Fn&& fn) const {
     }
   });
   if (!runs.empty()) fn(std::span<const Run>(runs));
+}
+
+template <typename RunList>
+DataFrameWriter::Plan DataFrameWriter::MakePlanOfRuns(const RunList& runs) const {
+  Plan plan;
+  PackRuns(
+      [&](auto&& run) {
+        for (const auto& r : runs) run(size_t{r.first_line}, size_t{r.line_count});
+      },
+      [&](std::span<const Run> frame_runs) { AddToPlan(frame_runs, &plan); });
+  EndPlan(&plan);
+  return plan;
 }
 
 template <typename Sink>

@@ -770,15 +770,26 @@ TEST(DataFrameWriterTest, FramesFromCompactLinesAreTheBytesOfFramesFromTheArea) 
     const LineSet lines = MakePattern(area, pattern, rng);
     // The marked lines gathered back to back, as a staged version holds them.
     Bytes compact;
+    std::vector<wire::Run> runs;
     lines.ForEachRun([&](size_t first, size_t count) {
       compact.insert(compact.end(), content.begin() + static_cast<ptrdiff_t>(first * kLineBytes),
                      content.begin() + static_cast<ptrdiff_t>((first + count) * kLineBytes));
+      runs.push_back(wire::Run{static_cast<uint32_t>(first), static_cast<uint32_t>(count)});
     });
     for (size_t max : {size_t{200}, size_t{1472}, size_t{8972}}) {
       SCOPED_TRACE(testing::Message() << "pattern " << pattern << " max " << max);
       const DataFrameWriter writer(max, WriterHeader());
       const DataFrameWriter::Plan plan = writer.MakePlan(lines);
       ASSERT_EQ(plan.lines_before.size(), plan.frame_start.size());
+      // Planned from the runs (as a stage lists them): the same plan.
+      const DataFrameWriter::Plan of_runs = writer.MakePlanOfRuns(runs);
+      EXPECT_EQ(of_runs.frame_start, plan.frame_start);
+      EXPECT_EQ(of_runs.lines_before, plan.lines_before);
+      ASSERT_EQ(of_runs.runs.size(), plan.runs.size());
+      for (size_t i = 0; i < plan.runs.size(); ++i) {
+        ASSERT_EQ(of_runs.runs[i].first_line, plan.runs[i].first_line);
+        ASSERT_EQ(of_runs.runs[i].line_count, plan.runs[i].line_count);
+      }
       if (plan.frames() > 0) {
         EXPECT_EQ(plan.lines_before.back() * kLineBytes, compact.size());
       }
