@@ -424,8 +424,15 @@ int Trainer::Run() {
   if (o_.rank == 0) AddCurvePoint(0, 0);
   const double cpu_start = ProcessCpuSeconds();
   const auto start = Clock::now();
-  // Steps between intermediate evaluations (worker 0, --evals-per-epoch).
-  const size_t eval_every = std::max<size_t>(1, steps_per_epoch_ / static_cast<size_t>(o_.evals_per_epoch));
+  // Intermediate evaluations (worker 0, --evals-per-epoch): after the steps where
+  // (steps done in the epoch) * evals / steps_per_epoch reaches the next integer,
+  // evenly spaced and never at the epoch's last step, which has its own
+  // evaluation (937 steps in 4 parts had put one at step 936, one step before it).
+  const size_t evals = static_cast<size_t>(o_.evals_per_epoch);
+  auto eval_after = [&](size_t done) {
+    return done < steps_per_epoch_ &&
+           done * evals / steps_per_epoch_ > (done - 1) * evals / steps_per_epoch_;
+  };
   for (int epoch = 1; epoch <= o_.epochs; ++epoch) {
     EpochRecord e;
     e.epoch = epoch;
@@ -487,8 +494,7 @@ int Trainer::Run() {
       e.publish_s += Seconds(t1, t2);
       e.wait_s += Seconds(t2, t3);
       e.staleness_max = std::max<int>(e.staleness_max, static_cast<int>(step_stale));
-      if (o_.rank == 0 && o_.evals_per_epoch > 1 && (s + 1) % eval_every == 0 &&
-          s + 1 < steps_per_epoch_) {
+      if (o_.rank == 0 && eval_after(s + 1)) {
         AddCurvePoint(Seconds(start, Clock::now()), t);
         e.eval_s += Seconds(t3, Clock::now());
       }
@@ -514,7 +520,8 @@ int Trainer::Run() {
     if (o_.rank == 0) {
       AssembleView();
       e.test_accuracy = Evaluate(&e.test_loss);
-      curve_.push_back({Seconds(start, Clock::now()), t, e.test_accuracy});
+      // The curve's times are when the evaluated model existed, before its evaluation.
+      curve_.push_back({Seconds(start, eval_start), t, e.test_accuracy});
     }
     const auto end = Clock::now();
     e.eval_s += Seconds(eval_start, end);
