@@ -108,7 +108,7 @@ def summarise_run(label, d):
     if daemons_cpu:
         sent = sum(h["tx_bytes"] or 0 for h in daemons_cpu)
         wire.update(source="dsmd tx_bytes (dsmctl counters), all hosts",
-                    bytes_per_step=sent / steps if hosts > 1 else 0.0)
+                    bytes_per_step=sent / steps)
     elif "wire" in w0:
         tx = [w["wire"].get("tx_bytes") for w in workers]
         ring = w0["wire"]["ring_bytes_sent_per_step_per_worker"] * hosts
@@ -155,6 +155,11 @@ def summarise_run(label, d):
             for k, k2 in (("compute", "compute"), ("publish", "sync_pause"), ("wait", "wait"),
                           ("eval", "eval"))},
         "compute_ms_per_step": ms["compute"],
+        # CPU our processes (all workers and daemons) spent per step, evaluations
+        # included: what a step
+        # costs the machine, less sensitive than the wall time to other work on it.
+        "cpu_ms_per_step": 1e3 * (sum(w["cpu_s"] for w in workers)
+                                  + sum(h["cpu_s"] for h in daemons_cpu)) / steps,
         "wire": wire,
         "cpu_cores_used": {
             "workers": sum(w["cpu_s"] for w in workers) / wall,
@@ -265,7 +270,7 @@ def fmt(x, spec, none="-"):
 
 def print_table(s):
     head = (f"{'run':<22} {'hosts':>5} {'wire':<9} {'ms/step':>8} {'(compute':>9} {'sync':>6} "
-            f"{'wait)':>6} {'t->' + str(TARGET_ACCURACY):>8} {'final':>7} {'MB/step':>8} "
+            f"{'wait)':>6} {'CPU ms':>7} {'t->' + str(TARGET_ACCURACY):>8} {'final':>7} {'MB/step':>8} "
             f"{'stale':>10}  dsmd CPU")
     print(head)
     for r in s["runs"]:
@@ -276,12 +281,13 @@ def print_table(s):
                  if r["sync"] == "libdsm" and r["hosts"] > 1 else "-")
         print(f"{r['label']:<22} {r['hosts']:>5} {r['device']:<9} "
               f"{r['time_per_step_ms']:>8.1f} {m['compute']:>9.1f} {m['publish']:>6.1f} "
-              f"{m['wait']:>6.1f} {fmt(r['time_to_target_s'], '.1f') + ('s' if r['time_to_target_s'] else ''):>8} "
+              f"{m['wait']:>6.1f} {r['cpu_ms_per_step']:>7.1f} {fmt(r['time_to_target_s'], '.1f') + ('s' if r['time_to_target_s'] else ''):>8} "
               f"{fmt(r['final_test_accuracy'], '.4f'):>7} "
               f"{r['wire']['bytes_per_step'] / 1e6:>8.1f} {stale:>10}  {cpu}")
     print("ms/step: a worker's step (one minibatch per worker), split into compute, sync "
           "(libdsm: log + publish + service; DDP: the all-reduce, from the gradient being "
-          "ready to its end) and wait (libdsm: the staleness bound); t->"
+          "ready to its end) and wait (libdsm: the staleness bound); CPU ms: CPU time of all "
+          "workers and daemons per step, evaluations included; t->"
           f"{TARGET_ACCURACY}: wall time until worker 0's first test evaluation at "
           f"{TARGET_ACCURACY} or more ('-': not reached); MB/step: bytes all hosts sent per "
           "step (libdsm: the daemons' counters; DDP: the veth's tx bytes); stale: staleness "
