@@ -42,12 +42,9 @@ def mean(xs):
     return sum(xs) / len(xs) if xs else 0.0
 
 
-def time_to(curve, target):
-    """Wall time of the first evaluation at or above `target`, None if none."""
-    for p in curve:
-        if p["test_accuracy"] >= target:
-            return p["wall_s"]
-    return None
+def first_at(curve, target):
+    """The first evaluation at or above `target`, None if none."""
+    return next((p for p in curve if p["test_accuracy"] >= target), None)
 
 
 def summarise_run(label, d):
@@ -140,7 +137,10 @@ def summarise_run(label, d):
         "time_per_epoch_s": wall / n_epochs,
         "time_per_step_ms": ms["compute"] + ms["publish"] + ms["wait"],
         "step_ms": ms,
-        "time_to_target_s": time_to(w0.get("test_curve", []), TARGET_ACCURACY),
+        "time_to_target_s": (first_at(w0.get("test_curve", []), TARGET_ACCURACY)
+                             or {}).get("wall_s"),
+        "steps_to_target": (first_at(w0.get("test_curve", []), TARGET_ACCURACY)
+                            or {}).get("step"),
         "versions_per_s": mean(steps / w["total_s"] for w in workers),
         "samples_per_s": sum(steps * w["config"]["batch"] / w["total_s"] for w in workers),
         "staleness": {
@@ -156,8 +156,8 @@ def summarise_run(label, d):
                           ("eval", "eval"))},
         "compute_ms_per_step": ms["compute"],
         # CPU our processes (all workers and daemons) spent per step, evaluations
-        # included: what a step
-        # costs the machine, less sensitive than the wall time to other work on it.
+        # included: what a step costs the machine, less sensitive than the wall
+        # time to other work on it.
         "cpu_ms_per_step": 1e3 * (sum(w["cpu_s"] for w in workers)
                                   + sum(h["cpu_s"] for h in daemons_cpu)) / steps,
         "wire": wire,
