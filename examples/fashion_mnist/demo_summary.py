@@ -270,8 +270,8 @@ def fmt(x, spec, none="-"):
 
 def print_table(s):
     head = (f"{'run':<22} {'hosts':>5} {'wire':<9} {'ms/step':>8} {'(compute':>9} {'sync':>6} "
-            f"{'wait)':>6} {'CPU ms':>7} {'t->' + str(TARGET_ACCURACY):>8} {'final':>7} {'MB/step':>8} "
-            f"{'stale':>10}  dsmd CPU")
+            f"{'wait)':>6} {'CPU ms':>7} {'t->' + str(TARGET_ACCURACY):>8} {'final':>7} "
+            f"{'MB/step':>8} {'stale':>10}  dsmd CPU")
     print(head)
     for r in s["runs"]:
         m = r["step_ms"]
@@ -279,9 +279,11 @@ def print_table(s):
         st = r["staleness"]
         stale = (f"{st['mean_over_peers']:.2f}/{st['mean_worst_peer']:.2f}"
                  if r["sync"] == "libdsm" and r["hosts"] > 1 else "-")
+        tta = r["time_to_target_s"]
+        tta = "-" if tta is None else f"{tta:.1f}s"
         print(f"{r['label']:<22} {r['hosts']:>5} {r['device']:<9} "
               f"{r['time_per_step_ms']:>8.1f} {m['compute']:>9.1f} {m['publish']:>6.1f} "
-              f"{m['wait']:>6.1f} {r['cpu_ms_per_step']:>7.1f} {fmt(r['time_to_target_s'], '.1f') + ('s' if r['time_to_target_s'] else ''):>8} "
+              f"{m['wait']:>6.1f} {r['cpu_ms_per_step']:>7.1f} {tta:>8} "
               f"{fmt(r['final_test_accuracy'], '.4f'):>7} "
               f"{r['wire']['bytes_per_step'] / 1e6:>8.1f} {stale:>10}  {cpu}")
     print("ms/step: a worker's step (one minibatch per worker), split into compute, sync "
