@@ -26,7 +26,7 @@ int RunWithPrivateDaemon(int argc, char** argv) {
 #endif
   const std::string dsmd = testing::DsmdBinary();
   // $DSM_BENCH_DSMD_ARGS: more dsmd arguments, space-separated (for example
-  // "--stages", to compare with writers that write the buffers themselves).
+  // "--no-stages", to compare with writers that write the buffers themselves).
   std::vector<std::string> args = {"--region-size", kDaemonRegionSize};
   std::string extra;
   if (const char* e = std::getenv("DSM_BENCH_DSMD_ARGS")) {

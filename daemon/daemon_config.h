@@ -29,7 +29,7 @@ struct DaemonConfig {
   uint64_t pace_bits_per_sec = 0;
   bool busy_poll = false;     // spin without sleeping (hosts with a dedicated core)
   bool no_doorbell = false;   // writers never wake the daemon (for measurement)
-  bool stages = false;        // writers that log explicitly hand their versions to the daemon
+  bool stages = true;         // writers that log explicitly hand their versions to the daemon
   net::FaultConfig faults;    // injected on sent frames, for tests
   SyncParams sync;            // remote sync's timings and sizes
 };

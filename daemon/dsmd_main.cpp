@@ -73,10 +73,11 @@ int main(int argc, char** argv) {
   app.add_flag("--no-doorbell", cfg.no_doorbell,
                "Do not let writers wake the daemon after a publish (it finds versions at its "
                "next polling turn); for measuring what the doorbell gains");
-  app.add_flag("--stages", cfg.stages,
-               "Writers that log explicitly hand each version to the daemon, which writes it "
-               "into the reader buffers: their publish is a gather of the changed lines "
-               "(ignored with --no-doorbell)");
+  app.add_flag("--stages,!--no-stages", cfg.stages,
+               "Writers that log explicitly hand each version to the daemon, which frames it "
+               "for other hosts and writes it into the reader buffers: their publish is a "
+               "gather of the changed lines (the default; ignored with --no-doorbell). "
+               "--no-stages: writers publish into the buffers themselves");
   app.add_option("--fault-drop", cfg.faults.drop, "Tests: probability a sent frame is dropped")
       ->check(CLI::Range(0.0, 1.0));
   app.add_option("--fault-duplicate", cfg.faults.duplicate, "Tests: ... sent twice")

@@ -136,10 +136,11 @@ int dsm_service(void);
  * DSM_ERR_BUSY if every spare buffer is held: by local readers, or by dsmd
  * shipping an earlier version to other hosts (it lets go within one of its
  * turns when asked); the changes stay logged and go out at the next chance.
- * Under `dsmd --stages`, with explicit logging (DSM_TRACK_LOG), the publish
- * gathers the changed lines and hands them to dsmd, which writes them into
- * the reader buffers: the version is numbered and fixed when this returns,
- * and other processes see it moments later (dsm_wait_version() waits). */
+ * With explicit logging (DSM_TRACK_LOG) the publish gathers the changed
+ * lines and hands them to dsmd (unless it runs with --no-stages), which
+ * writes them into the reader buffers: the version is numbered and fixed
+ * when this returns, and other processes see it moments later
+ * (dsm_wait_version() waits). */
 int dsm_publish(const void *area);
 
 /* A thread that will not touch areas for a while marks itself offline so that

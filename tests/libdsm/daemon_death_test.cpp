@@ -246,11 +246,9 @@ TEST_P(DaemonDeath, ClientsGetDaemonGoneKeepTheirMemoryAndExitCleanly) {
   KillDaemonAt(GetParam(), {});
 }
 
-// dsmd --stages writes the writer's versions into the buffers: killed amid
-// them, the writer takes the buffers back and its readers still see only
-// whole versions.
-TEST(DaemonDeathStaged, AWriterWhoseVersionsDsmdWroteTakesTheBuffersBack) {
-  KillDaemonAt(Moment::kPublishing, {"--stages"});
+// dsmd --no-stages: the writer writes the buffers itself when dsmd dies.
+TEST(DaemonDeathUnstaged, AWriterPublishingItselfKeepsItsReadersWhole) {
+  KillDaemonAt(Moment::kPublishing, {"--no-stages"});
 }
 
 INSTANTIATE_TEST_SUITE_P(EveryMoment, DaemonDeath,

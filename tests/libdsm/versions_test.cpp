@@ -284,14 +284,14 @@ Publishes SparseVersionsStayWhole(std::vector<std::string> daemon_args) {
 }
 
 TEST(Versions, SparseVersionsStayWholeWhileSparesCatchUpAhead) {
-  // The default: the writer writes the buffers itself.
-  const Publishes p = SparseVersionsStayWhole({});
+  // dsmd --no-stages: the writer writes the buffers itself.
+  const Publishes p = SparseVersionsStayWhole({"--no-stages"});
   EXPECT_EQ(p.staged, 0u) << "a version went through a stage";
 }
 
 TEST(Versions, SparseVersionsStayWholeWhenDsmdWritesThemFromTheStage) {
-  // dsmd --stages: the writer logs explicitly, so every version goes through the stage.
-  const Publishes p = SparseVersionsStayWhole({"--stages"});
+  // The default: the writer logs explicitly, so every version goes through the stage.
+  const Publishes p = SparseVersionsStayWhole({});
   EXPECT_EQ(p.staged, p.all) << "not every version went through the stage";
 }
 
