@@ -65,7 +65,7 @@ void AreaExport::Unsubscribe(uint16_t host) {
 void AreaExport::AreaFreed() {
   freed_ = true;
   in_send_ = false;
-  sent_.clear();
+  ForgetSent();
   resends_.clear();
   pinned_ = -1;  // the area's pins went with it
   source_lost_ = false;
@@ -143,7 +143,7 @@ void AreaExport::AbandonStage() {
   if (!stage_written_) {
     // Its frames cannot be read anywhere now: collect anew once it is written.
     in_send_ = false;
-    sent_.clear();
+    ForgetSent();
     resends_.clear();
     source_lost_ = true;
   }
@@ -239,7 +239,7 @@ void AreaExport::YieldPin(uint64_t now_ns) {
 void AreaExport::DropPin() {
   host_->SetPin(-1);
   pinned_ = -1;
-  sent_.clear();
+  ForgetSent();
   source_lost_ = true;  // nothing holds the collected version: collect anew
 }
 
@@ -255,6 +255,11 @@ void AreaExport::Unpin() {
   host_->SetPin(-1);
   pinned_ = -1;
   ++counters_->versions_shadowed;
+}
+
+void AreaExport::ForgetSent() {
+  for (auto& [id, sent] : sent_) sender_.Recycle(std::move(sent.first.lines));
+  sent_.clear();
 }
 
 wire::Header AreaExport::DataHeader(const Transfer& t, uint16_t dest) const {
@@ -353,11 +358,11 @@ bool AreaExport::Turn(uint64_t now_ns) {
     const bool may_collect = !sender_.AwaitingAcks(now_ns, hold) ||
                              (source_lost_ && sender_.AnyDue(now_ns, hold));
     if (may_collect && !in_send_ && CollectStaged(now_ns)) {
-      sent_.clear();
+      ForgetSent();
       source_lost_ = false;
       worked = true;
     } else if (may_collect && Collect(now_ns)) {
-      sent_.clear();
+      ForgetSent();
       source_lost_ = false;
       // Receivers lost frames lately: resends are likely, and the writer will
       // want the buffer before they are done. Copy the version aside now, as

@@ -153,7 +153,14 @@ bool ReplicaSender::NextTransfer(uint64_t now_ns, uint64_t rto_ns, Transfer* out
   out->full = !first->has_base;
   out->base = first->has_base ? base : 0;
   out->transfer_id = next_transfer_id_++;
-  out->lines = std::make_unique<LineSet>(area_bytes_);
+  if (out->lines) Recycle(std::move(out->lines));
+  if (spare_sets_.empty()) {
+    out->lines = std::make_unique<LineSet>(area_bytes_);
+  } else {
+    out->lines = std::move(spare_sets_.back());
+    spare_sets_.pop_back();
+    out->lines->Clear();
+  }
   if (out->full) {
     out->lines->AddAll();
   } else {
@@ -165,12 +172,22 @@ bool ReplicaSender::NextTransfer(uint64_t now_ns, uint64_t rto_ns, Transfer* out
   return true;
 }
 
+void ReplicaSender::Recycle(std::unique_ptr<LineSet> lines) {
+  if (lines && lines->lines() * kLineBytes >= area_bytes_ && spare_sets_.size() < kMaxSpareSets) {
+    spare_sets_.push_back(std::move(lines));
+  }
+}
+
 void ReplicaSender::Sent(const Transfer& t, uint64_t now_ns) {
   for (uint16_t id : t.hosts) {
     auto it = hosts_.find(id);
     if (it == hosts_.end()) continue;
     HostState& h = *it->second;
-    h.inflight.Merge(h.unacked);
+    if (h.inflight.Empty()) {
+      std::swap(h.inflight, h.unacked);  // the usual case: no copy
+    } else {
+      h.inflight.Merge(h.unacked);
+    }
     h.unacked.Clear();
     // Still in flight: the last one timed out without a word from the host.
     if (h.in_flight && h.backoffs < kMaxBackoffs) ++h.backoffs;

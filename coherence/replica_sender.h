@@ -92,6 +92,9 @@ class ReplicaSender {
   // then not sent unions it would receive only after what is already on
   // its way (which the other hosts drop as stale, multicast).
   bool NextTransfer(uint64_t now_ns, uint64_t rto_ns, Transfer* out);
+  // Takes back a transfer's line set for a later NextTransfer: a set covers
+  // the whole area, and allocating and zeroing one per transfer shows.
+  void Recycle(std::unique_ptr<LineSet> lines);
   // Whether NextTransfer would return a transfer at `now_ns`.
   bool AnyDue(uint64_t now_ns, uint64_t rto_ns) const;
   // The transfer was handed to the transport.
@@ -139,6 +142,8 @@ class ReplicaSender {
   bool have_version_ = false;
   uint32_t next_transfer_id_ = 1;
   std::map<uint16_t, std::unique_ptr<HostState>> hosts_;
+  static constexpr size_t kMaxSpareSets = 8;
+  std::vector<std::unique_ptr<LineSet>> spare_sets_;
 };
 
 }  // namespace dsm
