@@ -80,7 +80,26 @@ StagedCounts StageChanges(ChangeLog& log, const uint8_t* src, const StageMemory&
 }
 
 void AddRuns(std::span<const LineRun> runs, LineSet* set) {
-  for (const LineRun& r : runs) set->AddLines(r.first_line, r.line_count);
+  // Runs are in address order and mostly a line or two: gather each page's
+  // lines into one mask and add it once (a stage holds thousands of runs).
+  size_t page = SIZE_MAX;
+  uint64_t mask = 0;
+  for (const LineRun& r : runs) {
+    const size_t first = r.first_line;
+    const size_t count = r.line_count;
+    const size_t lo = first % kLinesPerPage;
+    if (first / kLinesPerPage != page) {
+      if (mask != 0) set->AddMask(page, mask);
+      page = first / kLinesPerPage;
+      mask = 0;
+    }
+    if (lo + count <= kLinesPerPage && first + count <= set->lines()) {
+      mask |= count == kLinesPerPage ? ~uint64_t{0} : ((uint64_t{1} << count) - 1) << lo;
+    } else {
+      set->AddLines(first, count);  // across pages (or past the end: clipped there)
+    }
+  }
+  if (mask != 0) set->AddMask(page, mask);
 }
 
 void ScatterRuns(std::span<const LineRun> runs, const uint8_t* bytes, uint8_t* dst,

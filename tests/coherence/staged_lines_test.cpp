@@ -120,6 +120,29 @@ TEST(StageChangesTest, AWithdrawnVersionsMasksAreJoinedNotReplaced) {
   EXPECT_EQ(MaskLines(stage.masks), (std::vector<size_t>{0, 2, 70}));
 }
 
+TEST(AddRunsTest, AddsExactlyTheLinesOfEveryRun) {
+  std::mt19937_64 rng(0xadd5);
+  // A partial last page (and line): runs that end at the area's last line.
+  const size_t area_bytes = 300 * kLinesPerPage * kLineBytes + 5 * kLineBytes + 17;
+  const size_t lines = (area_bytes + kLineBytes - 1) / kLineBytes;
+  for (int trial = 0; trial < 200; ++trial) {
+    std::vector<LineRun> runs;
+    size_t at = rng() % 70;
+    while (at < lines) {
+      // Single lines, short runs, whole pages and runs across pages.
+      const size_t kinds[] = {1, 1 + rng() % 5, kLinesPerPage, 1 + rng() % 300};
+      const size_t count = std::min(kinds[rng() % 4], lines - at);
+      runs.push_back({static_cast<uint32_t>(at), static_cast<uint32_t>(count)});
+      at += count + 1 + (trial % 2 == 0 ? rng() % 3 : rng() % 500);
+    }
+    LineSet expected(area_bytes), got(area_bytes);
+    for (const LineRun& r : runs) expected.AddLines(r.first_line, r.line_count);
+    AddRuns(runs, &got);
+    ASSERT_TRUE(got.SameLines(expected)) << "trial " << trial;
+    ASSERT_EQ(got.CountLines(), expected.CountLines());
+  }
+}
+
 TEST(StageChangesTest, TakeMasksMovesThemIntoTheSetAndLeavesThemZero) {
   TestStage stage(kArea, 64, 64);
   stage.masks[1] = 0xf0;
