@@ -151,8 +151,8 @@ void AreaExport::AbandonStage() {
 
 bool AreaExport::FromStage(const Transfer& t) const {
   // (The cheap tests first: SameLines walks every page of both.)
-  return staged_ && !t.full && t.version == stage_.version && t.base + 1 == t.version &&
-         t.lines->SameLines(stage_lines_);
+  if (!staged_ || t.full || t.version != stage_.version || t.base + 1 != t.version) return false;
+  return sender_.CarriesCollectedChanges(t) || t.lines->SameLines(stage_lines_);
 }
 
 bool AreaExport::Collect(uint64_t now_ns) {
@@ -258,8 +258,7 @@ void AreaExport::Unpin() {
 }
 
 void AreaExport::ForgetSent() {
-  for (auto& [id, sent] : sent_) sender_.Recycle(std::move(sent.first.lines));
-  sent_.clear();
+  sent_.clear();  // their line sets go back to the sender's pool
 }
 
 wire::Header AreaExport::DataHeader(const Transfer& t, uint16_t dest) const {

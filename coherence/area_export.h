@@ -212,7 +212,7 @@ class AreaExport {
   // be framed or resent until the next collect.
   void DropPin();
   bool ContinueSend(uint64_t now_ns);
-  // Empties sent_, handing its line sets back to the sender for reuse.
+  // Empties sent_ (its line sets go back to the sender's pool).
   void ForgetSent();
   // Sends frames receivers reported missing, as many as the device takes this
   // turn; drops what no longer has its transfer here (the host's next

@@ -35,12 +35,35 @@ size_t ReplicaSender::reachable() const {
       std::count_if(hosts_.begin(), hosts_.end(), [](const auto& kv) { return kv.second->up; }));
 }
 
+std::shared_ptr<LineSet> ReplicaSender::FreeSet() {
+  for (const std::shared_ptr<LineSet>& set : pool_) {
+    if (set.use_count() == 1) {
+      set->Clear();
+      return set;
+    }
+  }
+  auto set = std::make_shared<LineSet>(area_bytes_);
+  if (pool_.size() < kMaxPooledSets) pool_.push_back(set);
+  return set;
+}
+
 void ReplicaSender::Collected(uint64_t version, const LineSet& changed) {
   version_ = version;
   have_version_ = true;
+  std::shared_ptr<LineSet> copy = FreeSet();
+  copy->Merge(changed);
+  collected_ = std::move(copy);
   // Also for hosts still waiting for a whole-area transfer: what changes after
-  // the version that transfer carries must follow it.
-  for (auto& [id, h] : hosts_) h->unacked.Merge(changed);
+  // the version that transfer carries must follow it. A host that lacked
+  // nothing lacks exactly these lines: it shares the one copy.
+  for (auto& [id, h] : hosts_) {
+    if (h->unacked.Empty()) {
+      h->unacked.Clear();
+      h->unacked.shared = collected_;
+    } else {
+      h->unacked.Add(changed);
+    }
+  }
 }
 
 void ReplicaSender::OnAck(uint16_t host, uint64_t complete_version, uint64_t now_ns) {
@@ -153,29 +176,27 @@ bool ReplicaSender::NextTransfer(uint64_t now_ns, uint64_t rto_ns, Transfer* out
   out->full = !first->has_base;
   out->base = first->has_base ? base : 0;
   out->transfer_id = next_transfer_id_++;
-  if (out->lines) Recycle(std::move(out->lines));
-  if (spare_sets_.empty()) {
-    out->lines = std::make_unique<LineSet>(area_bytes_);
-  } else {
-    out->lines = std::move(spare_sets_.back());
-    spare_sets_.pop_back();
-    out->lines->Clear();
+  out->lines.reset();  // back to the pool unless a sent transfer still holds it
+  const bool collected_only =
+      !out->full && std::all_of(out->hosts.begin(), out->hosts.end(), [&](uint16_t id) {
+        const HostState& h = *hosts_[id];
+        return h.unacked.shared == collected_ && h.inflight.Empty();
+      });
+  if (collected_only) {
+    out->lines = collected_;
+    return true;
   }
+  std::shared_ptr<LineSet> lines = FreeSet();
   if (out->full) {
-    out->lines->AddAll();
+    lines->AddAll();
   } else {
     for (uint16_t id : out->hosts) {
-      out->lines->Merge(hosts_[id]->unacked);
-      out->lines->Merge(hosts_[id]->inflight);
+      hosts_[id]->unacked.AddTo(lines.get());
+      hosts_[id]->inflight.AddTo(lines.get());
     }
   }
+  out->lines = std::move(lines);
   return true;
-}
-
-void ReplicaSender::Recycle(std::unique_ptr<LineSet> lines) {
-  if (lines && lines->lines() * kLineBytes >= area_bytes_ && spare_sets_.size() < kMaxSpareSets) {
-    spare_sets_.push_back(std::move(lines));
-  }
 }
 
 void ReplicaSender::Sent(const Transfer& t, uint64_t now_ns) {
@@ -186,7 +207,11 @@ void ReplicaSender::Sent(const Transfer& t, uint64_t now_ns) {
     if (h.inflight.Empty()) {
       std::swap(h.inflight, h.unacked);  // the usual case: no copy
     } else {
-      h.inflight.Merge(h.unacked);
+      if (h.unacked.shared) {
+        h.inflight.Add(*h.unacked.shared);
+      } else {
+        h.inflight.Add(h.unacked.own);
+      }
     }
     h.unacked.Clear();
     // Still in flight: the last one timed out without a word from the host.

@@ -25,7 +25,9 @@ struct Transfer {
   uint64_t base = 0;            // lines changed since this version (ignored if full)
   bool full = false;            // the whole area
   uint32_t transfer_id = 0;
-  std::unique_ptr<LineSet> lines;
+  // Shared with the sender: when every host of the transfer lacks exactly the
+  // lines of the collected version, this is the sender's set of them.
+  std::shared_ptr<const LineSet> lines;
 };
 
 class ReplicaSender {
@@ -92,9 +94,11 @@ class ReplicaSender {
   // then not sent unions it would receive only after what is already on
   // its way (which the other hosts drop as stale, multicast).
   bool NextTransfer(uint64_t now_ns, uint64_t rto_ns, Transfer* out);
-  // Takes back a transfer's line set for a later NextTransfer: a set covers
-  // the whole area, and allocating and zeroing one per transfer shows.
-  void Recycle(std::unique_ptr<LineSet> lines);
+  // Whether `t` carries exactly the lines changed in the collected version
+  // (one version behind for all its hosts, as usual when they keep up).
+  bool CarriesCollectedChanges(const Transfer& t) const {
+    return t.lines != nullptr && t.lines == collected_ && t.version == version_;
+  }
   // Whether NextTransfer would return a transfer at `now_ns`.
   bool AnyDue(uint64_t now_ns, uint64_t rto_ns) const;
   // The transfer was handed to the transport.
@@ -115,13 +119,31 @@ class ReplicaSender {
   uint64_t MinAcked() const;
 
  private:
+  // A host's lines: its own set, or exactly one collected version's changes,
+  // shared with every other host one version behind (no copy per host).
+  struct HostLines {
+    explicit HostLines(size_t area_bytes) : own(area_bytes) {}
+    LineSet own;
+    std::shared_ptr<const LineSet> shared;  // set: the lines are *shared; `own` is empty
+    bool Empty() const { return shared ? shared->Empty() : own.Empty(); }
+    void Clear() {
+      own.Clear();
+      shared.reset();
+    }
+    void Add(const LineSet& lines) {
+      if (shared) own.Merge(*shared);
+      shared.reset();
+      own.Merge(lines);
+    }
+    void AddTo(LineSet* out) const { out->Merge(shared ? *shared : own); }
+  };
   struct HostState {
     explicit HostState(size_t area_bytes) : unacked(area_bytes), inflight(area_bytes) {}
     bool up = true;         // membership has not marked it down
     bool has_base = false;  // `acked` is a version it really holds
     uint64_t acked = 0;
-    LineSet unacked;   // changed since `acked`, not yet sent
-    LineSet inflight;  // sent in the transfer awaiting acknowledgement
+    HostLines unacked;       // changed since `acked`, not yet sent
+    HostLines inflight;      // sent in the transfer awaiting acknowledgement
     bool in_flight = false;  // a transfer awaits acknowledgement
     uint64_t inflight_version = 0;
     uint64_t sent_ns = 0;
@@ -142,8 +164,13 @@ class ReplicaSender {
   bool have_version_ = false;
   uint32_t next_transfer_id_ = 1;
   std::map<uint16_t, std::unique_ptr<HostState>> hosts_;
-  static constexpr size_t kMaxSpareSets = 8;
-  std::vector<std::unique_ptr<LineSet>> spare_sets_;
+  // An empty set from the pool (one nobody else holds), else a new one: a
+  // set covers the whole area, and allocating and zeroing one per version
+  // or transfer shows.
+  std::shared_ptr<LineSet> FreeSet();
+  static constexpr size_t kMaxPooledSets = 8;
+  std::vector<std::shared_ptr<LineSet>> pool_;
+  std::shared_ptr<const LineSet> collected_;  // lines changed in the collected version
 };
 
 }  // namespace dsm

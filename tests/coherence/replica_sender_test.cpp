@@ -339,6 +339,42 @@ TEST(ReplicaSenderTest, HostsInTheSameStateShareOneTransfer) {
   EXPECT_EQ(Marked(*t.lines), (std::vector<size_t>{5, 6}));
 }
 
+TEST(ReplicaSenderTest, HostsOneVersionBehindShareTheCollectedChangesWithoutACopy) {
+  ReplicaSender s(kArea, /*shared_transfers=*/false);
+  for (uint16_t h : {1, 2, 3}) s.Subscribe(h);
+  s.Collected(1, Lines({0}));
+  for (uint16_t h : {1, 2, 3}) BringUpToDate(s, h, 0);
+  const LineSet changed = Lines({5, 6, 700});
+  s.Collected(2, changed);
+  // Each host its own transfer (unicast), all the one set of version 2's lines.
+  std::vector<Transfer> out(3);
+  for (Transfer& t : out) {
+    ASSERT_TRUE(s.NextTransfer(10, kRto, &t));
+    EXPECT_TRUE(s.CarriesCollectedChanges(t));
+    EXPECT_EQ(Marked(*t.lines), (std::vector<size_t>{5, 6, 700}));
+    EXPECT_EQ(t.lines, out[0].lines);
+    s.Sent(t, 10);
+  }
+  // Host 1 acknowledges; hosts 2 and 3 do not. At version 3 host 1 again
+  // shares the collected set; the others, past their timeout, get the union.
+  s.OnAck(1, 2, 20);
+  s.Collected(3, Lines({9}));
+  Transfer t1;
+  ASSERT_TRUE(s.NextTransfer(30, kRto, &t1));
+  ASSERT_EQ(t1.hosts, Hosts{1});
+  EXPECT_TRUE(s.CarriesCollectedChanges(t1));
+  EXPECT_EQ(Marked(*t1.lines), (std::vector<size_t>{9}));
+  s.Sent(t1, 30);
+  Transfer t2;
+  ASSERT_TRUE(s.NextTransfer(10 + kRto, kRto, &t2));
+  EXPECT_FALSE(s.CarriesCollectedChanges(t2));
+  EXPECT_EQ(Marked(*t2.lines), (std::vector<size_t>{5, 6, 9, 700}));
+  EXPECT_EQ(t2.base, 1u);
+  // Version 2's transfers are still held: the union is another set.
+  EXPECT_NE(t2.lines, out[0].lines);
+  EXPECT_EQ(Marked(*out[0].lines), (std::vector<size_t>{5, 6, 700}));
+}
+
 TEST(ReplicaSenderTest, HostsWithDifferentBasesShareOneTransferFromTheOlderBase) {
   ReplicaSender s(kArea);
   s.Subscribe(1);
