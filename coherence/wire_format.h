@@ -255,6 +255,10 @@ class DataFrameWriter {
     std::vector<uint32_t> frame_start;  // frame i has runs[frame_start[i] .. frame_start[i+1])
     std::vector<uint32_t> lines_before;  // lines in frames before frame i (one more entry: all)
     uint32_t frames() const { return frame_start.empty() ? 0 : static_cast<uint32_t>(frame_start.size() - 1); }
+    std::span<const Run> FrameRuns(uint64_t seq) const {
+      return std::span<const Run>(runs).subspan(frame_start[seq],
+                                                frame_start[seq + 1] - frame_start[seq]);
+    }
   };
   Plan MakePlan(const LineSet& lines) const;
   // The same plan from the lines' runs in address order (elements with

@@ -71,8 +71,7 @@ uint32_t DataFrameWriter::WritePlanned(const Plan& plan, const uint8_t* content,
   for (uint64_t seq = first_seq; seq < end_seq; ++seq) {
     uint8_t* frame = sink.Reserve(max_frame_bytes_);
     if (frame == nullptr) break;
-    const auto runs = std::span<const Run>(plan.runs).subspan(
-        plan.frame_start[seq], plan.frame_start[seq + 1] - plan.frame_start[seq]);
+    const std::span<const Run> runs = plan.FrameRuns(seq);
     ++written;
     if constexpr (TailSink<Sink>) {
       if (runs.size() == 1) {
@@ -105,8 +104,7 @@ uint32_t DataFrameWriter::WriteCompact(const Plan& plan, const uint8_t* compact,
   for (uint64_t seq = first_seq; seq < end_seq; ++seq) {
     uint8_t* frame = sink.Reserve(max_frame_bytes_);
     if (frame == nullptr) break;
-    const auto runs = std::span<const Run>(plan.runs).subspan(
-        plan.frame_start[seq], plan.frame_start[seq + 1] - plan.frame_start[seq]);
+    const std::span<const Run> runs = plan.FrameRuns(seq);
     const std::span<const uint8_t> tail(
         compact + size_t{plan.lines_before[seq]} * kLineBytes,
         size_t{plan.lines_before[seq + 1] - plan.lines_before[seq]} * kLineBytes);

@@ -132,11 +132,7 @@ class WriterHost : public ExportHost, public ExportFrameOut {
   // the version it will be, or 0 when every spare buffer is pinned.
   uint64_t BeginPublish(int round) {
     if (p_.staged) return PostStage();
-    uint32_t pinned = PinMask();
-    for (uint32_t b = 0; b < buffers_.size(); ++b) {
-      if (Coin(p_.writer_side_pin)) pinned |= 1u << b;
-    }
-    const int target = PickTargetBuffer(static_cast<uint32_t>(buffers_.size()), latest_, pinned);
+    const int target = PickPublishTarget();
     if (target < 0) {
       spare_wanted_ = true;
       ++busy;
@@ -157,7 +153,21 @@ class WriterHost : public ExportHost, public ExportFrameOut {
     publishing_ = false;
     latest_ = target_;
     ++version;
-    // The writer catches up a spare ahead of its next publish (WriterArea).
+    CatchUpNext();
+  }
+
+  // A spare buffer for the next version, with dsmd's pins and local readers
+  // pinning each at random; -1: none free.
+  int PickPublishTarget() {
+    uint32_t pinned = PinMask();
+    for (uint32_t b = 0; b < buffers_.size(); ++b) {
+      if (Coin(p_.writer_side_pin)) pinned |= 1u << b;
+    }
+    return PickTargetBuffer(static_cast<uint32_t>(buffers_.size()), latest_, pinned);
+  }
+  // After a publish, the spare the next version will likely go to catches
+  // up (WriterArea, StageApplier).
+  void CatchUpNext() {
     const int next = PickTargetBuffer(static_cast<uint32_t>(buffers_.size()), latest_, PinMask());
     if (next >= 0 && publisher_.CatchUpWorthwhile(static_cast<uint32_t>(next))) {
       publisher_.CatchUp(static_cast<uint32_t>(next), buffers_[latest_].data(),
@@ -192,11 +202,7 @@ class WriterHost : public ExportHost, public ExportFrameOut {
   // and the export may no longer claim it). Returns whether it did.
   bool ApplyStage() {
     if (stage_state_ != StageState::kPosted) return false;
-    uint32_t pinned = PinMask();
-    for (uint32_t b = 0; b < buffers_.size(); ++b) {
-      if (Coin(p_.writer_side_pin)) pinned |= 1u << b;
-    }
-    const int target = PickTargetBuffer(static_cast<uint32_t>(buffers_.size()), latest_, pinned);
+    const int target = PickPublishTarget();
     if (target < 0) {
       spare_wanted_ = true;
       stage_blocked_ = true;
@@ -220,11 +226,7 @@ class WriterHost : public ExportHost, public ExportFrameOut {
     } else {
       stage_state_ = StageState::kEmpty;
     }
-    const int next = PickTargetBuffer(static_cast<uint32_t>(buffers_.size()), latest_, PinMask());
-    if (next >= 0 && publisher_.CatchUpWorthwhile(static_cast<uint32_t>(next))) {
-      publisher_.CatchUp(static_cast<uint32_t>(next), buffers_[latest_].data(),
-                         buffers_[static_cast<size_t>(next)].data());
-    }
+    CatchUpNext();
     return true;
   }
   uint64_t staged_claimed = 0;
