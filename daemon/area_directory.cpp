@@ -16,6 +16,9 @@ namespace {
 
 uint64_t RoundUp(uint64_t n, uint64_t to) { return (n + to - 1) / to * to; }
 
+// The addresses an area of `mapped` bytes holds in its origin's slice.
+uint64_t AddressBytes(uint64_t mapped) { return RoundUp(mapped, kAreaAddressGranuleBytes); }
+
 bool ValidName(const char* name, std::string* why) {
   const size_t len = strnlen(name, kMaxNameBytes);
   if (len == 0) {
@@ -89,16 +92,17 @@ DirectoryResult AreaDirectory::Alloc(const Client& client, const Request& req, u
   const uint64_t stage_bytes =
       stages_ && req.tracking == DSM_TRACK_LOG ? StageGeometryFor(req.size, page).bytes : 0;
   const uint64_t backing_bytes = mapped * copies + export_bytes + stage_bytes;
-  const auto addr_off = address_alloc_.Allocate(mapped, page);
+  const uint64_t addr_bytes = AddressBytes(mapped);
+  const auto addr_off = address_alloc_.Allocate(addr_bytes, kAreaAddressGranuleBytes);
   if (!addr_off) {
     return Error(DSM_ERR_NO_SPACE,
                  fmt::format("this host's address slice is full: {} bytes asked, largest free "
                              "range {} bytes",
-                             mapped, address_alloc_.largest_free()));
+                             addr_bytes, address_alloc_.largest_free()));
   }
   const auto back_off = backing_alloc_.Allocate(backing_bytes, page);
   if (!back_off) {
-    address_alloc_.Release(*addr_off, mapped);
+    address_alloc_.Release(*addr_off, addr_bytes);
     return Error(DSM_ERR_NO_SPACE,
                  fmt::format("the host's backing memory is full: area '{}' needs {} bytes ({} "
                              "copies), {} of {} bytes free (raise dsmd --region-size)",
@@ -236,8 +240,13 @@ std::optional<uint32_t> AreaDirectory::CreateReplica(const wire::DirectoryEntry&
   const uint32_t buffers = origin.reader_buffers >= 2 && origin.reader_buffers <= kMaxReaderBuffers
                                ? origin.reader_buffers
                                : kDefaultReaderBuffers;
-  if (origin.mapped_size % page != 0 || origin.addr % page != 0) {
-    *error = "its size or address is not a multiple of this host's backing page";
+  // Each host rounds the area up to its own backing page; the origin holds
+  // the addresses up to the next granule, so the rounding stays in the area's range.
+  const uint64_t mapped = RoundUp(origin.size, page);
+  if (origin.addr % page != 0 || mapped > AddressBytes(origin.mapped_size)) {
+    *error = fmt::format("its address {:#x} or size {} does not fit this host's {} byte backing "
+                         "pages (is the origin's dsmd older than this one?)",
+                         origin.addr, origin.size, page);
     return std::nullopt;
   }
   const std::optional<uint32_t> slot = FreeSlot();
@@ -247,7 +256,7 @@ std::optional<uint32_t> AreaDirectory::CreateReplica(const wire::DirectoryEntry&
   }
   const uint32_t index = *slot;
   // A staging copy (where the writer copy would be) and the reader buffers.
-  const uint64_t bytes = origin.mapped_size * (1 + buffers);
+  const uint64_t bytes = mapped * (1 + buffers);
   const auto back_off = backing_alloc_.Allocate(bytes, page);
   if (!back_off) {
     *error = fmt::format("the backing memory is full ({} bytes needed, {} free; raise dsmd "
@@ -258,7 +267,7 @@ std::optional<uint32_t> AreaDirectory::CreateReplica(const wire::DirectoryEntry&
   l.name = std::string_view(origin.name, strnlen(origin.name, kMaxNameBytes - 1));
   l.addr = origin.addr;
   l.size = origin.size;
-  l.mapped_size = origin.mapped_size;
+  l.mapped_size = mapped;
   l.buffers = buffers;
   l.backing_offset = *back_off;
   l.sync_interval_ns = uint64_t{origin.sync_interval_us} * 1000;
@@ -416,7 +425,9 @@ void AreaDirectory::Release(uint32_t index) {
   backing_alloc_.Release(a.writer_offset, a.backing_bytes);
   segment_->header.backing_used_bytes.store(backing_alloc_.capacity() - backing_alloc_.free_bytes());
   // A replica sits at its origin's address, in another host's slice.
-  if (!a.is_replica) address_alloc_.Release(a.addr - segment_->header.slice_base, a.mapped_size);
+  if (!a.is_replica) {
+    address_alloc_.Release(a.addr - segment_->header.slice_base, AddressBytes(a.mapped_size));
+  }
   retired_[index] = false;
   a.state.store(static_cast<uint32_t>(AreaState::kFree));
 }

@@ -29,7 +29,10 @@ std::unique_ptr<InProcessHost> InProcessHost::Start(const DaemonConfig& config,
                                                     const ClusterConfig& cluster,
                                                     net::MemoryWire* wire, std::string* error) {
   std::unique_ptr<InProcessHost> host(new InProcessHost(config));
-  host->backing_ = CreateBacking(BackingChoice::kMemfd, config.region_bytes, "", error);
+  // kAuto would make a test's hosts differ by what the machine has free.
+  const BackingChoice choice =
+      config.backing == BackingChoice::kAuto ? BackingChoice::kMemfd : config.backing;
+  host->backing_ = CreateBacking(choice, config.region_bytes, config.hugetlbfs_dir, error);
   if (host->backing_.fd < 0 || !host->CreateControlSegment(error)) return nullptr;
   host->directory_ = std::make_unique<AreaDirectory>(host->segment_, host->backing_);
   void* base =

@@ -24,8 +24,8 @@ ClusterConfig MemoryCluster(uint16_t hosts, bool multicast);
 
 class InProcessHost {
  public:
-  // Host `config.host_id` of `cluster`, with `config.region_bytes` of memfd
-  // backing and its port on `wire`. nullptr on failure, with `error`.
+  // Host `config.host_id` of `cluster`, with `config.region_bytes` of
+  // backing (`config.backing`; memfd for kAuto) and its port on `wire`. nullptr on failure, with `error`.
   static std::unique_ptr<InProcessHost> Start(const DaemonConfig& config,
                                               const ClusterConfig& cluster, net::MemoryWire* wire,
                                               std::string* error);

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -32,6 +33,7 @@
 #include "libdsm/contract/publish_protocol.h"
 #include "libdsm/writer_area.h"
 #include "tests/daemon/in_process_host.h"
+#include "tests/support/dsm_helpers.h"
 #include "tests/support/env.h"
 
 namespace dsm {
@@ -63,7 +65,12 @@ struct Scenario {
   // version replaced before it arrived is skipped).
   uint32_t min_snapshots = 2;
   uint64_t seed = 1;  // which lines the writer changes
+  // Hosts 1 (the writer's), 2 and 3: hugetlbfs (2 MiB pages) or memfd (4 KiB).
+  std::array<BackingChoice, 3> backing{BackingChoice::kMemfd, BackingChoice::kMemfd,
+                                       BackingChoice::kMemfd};
 };
+
+constexpr uint64_t kHostRegionBytes = 16ull << 20;
 
 std::ostream& operator<<(std::ostream& os, const Scenario& s) { return os << s.name; }
 
@@ -164,7 +171,8 @@ void ClusterRun::StartHosts() {
   for (uint16_t id : {1, 2, 3}) {
     DaemonConfig config;
     config.host_id = id;
-    config.region_bytes = 16ull << 20;
+    config.region_bytes = kHostRegionBytes;
+    config.backing = s_.backing[id - 1];
     config.faults = s_.faults;
     config.faults.seed = s_.faults.seed * 10 + id;
     std::string error;
@@ -269,6 +277,8 @@ void ClusterRun::ReaderTurn(Reader& r, uint64_t now_ns) {
     r.index = res.area_index;
     r.slot = res.reader_slot;
     ASSERT_TRUE(r.host->area(r.index).is_replica);
+    ASSERT_EQ(r.host->area(r.index).mapped_size % r.host->backing().page_bytes, 0u)
+        << "a replica is rounded up to its own host's backing page";
   }
   AreaControl& a = r.host->area(r.index);
   if (UnpackLatest(a.latest.load()).version <= r.version) return;
@@ -419,6 +429,30 @@ INSTANTIATE_TEST_SUITE_P(
         Named("MulticastLossyBusyWriter", true, {.drop = 0.1, .reorder = 0.05, .seed = 2}, {}, 200,
               kStepNs, 2)),
     [](const ::testing::TestParamInfo<Scenario>& info) { return info.param.name; });
+
+// Hosts whose backing pages differ (a cluster where some hosts have
+// hugepages) replicate an area whose size is not a multiple of 2 MiB, from
+// a 4 KiB-page writer to a 2 MiB-page reader and back the other way.
+TEST(RemoteSyncMixedBacking, HostsWithDifferentBackingPagesReplicateEveryLine) {
+  spdlog::set_level(spdlog::level::warn);
+  const uint64_t pages_per_host = kHostRegionBytes >> 21;
+  if (!testing::HugetlbfsMounted() || testing::FreeHugepages() < 2 * pages_per_host) {
+    GTEST_SKIP() << "needs hugetlbfs on /dev/hugepages with " << 2 * pages_per_host
+                 << " free 2 MiB pages (run scripts/setup.sh as root)";
+  }
+  constexpr BackingChoice kHuge = BackingChoice::kHugetlbfs;
+  constexpr BackingChoice kSmall = BackingChoice::kMemfd;
+  for (const auto& backing : {std::array{kSmall, kHuge, kSmall}, std::array{kHuge, kSmall, kHuge}}) {
+    Scenario s = Named(backing[0] == kHuge ? "HugeWriterSmallReader" : "SmallWriterHugeReader",
+                       true, {}, {}, 20, 2'000'000, 21);
+    s.backing = backing;
+    SCOPED_TRACE(s.name);
+    Outcome o;
+    ClusterRun run(s);
+    ASSERT_NO_FATAL_FAILURE(run.Run(&o));
+    Print(s.name, o);
+  }
+}
 
 // A scenario drawn from `seed`: cast, faults, device speed, tails in place or
 // copied, buffers, writer pace and change size.
