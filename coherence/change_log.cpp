@@ -1,6 +1,9 @@
 #include "coherence/change_log.h"
 
 #include <algorithm>
+#include <bit>
+
+#include "coherence/line_set.h"
 
 namespace dsm {
 
@@ -72,6 +75,40 @@ void ChangeLog::Merge(const ChangeLog& other) {
     for (size_t i = 0; i < kLinesPerPage; ++i) dst[i] |= src[i];
     page_bytes_[page] = 1;
   }
+}
+
+ChangeLog::TakenPages ChangeLog::TakePages() {
+  if (taken_pages_.size() != pages_) {
+    taken_pages_.resize(pages_);
+    taken_masks_.resize(pages_);
+  }
+  // First the summary, eight pages per load: the list of marked pages.
+  size_t n = 0;
+  uint8_t* summary = page_bytes_.get();
+  for (size_t page = 0; page < pages_; page += 8) {
+    uint64_t w;
+    std::memcpy(&w, summary + page, 8);
+    if (w == 0) continue;
+    std::memset(summary + page, 0, 8);
+    while (w != 0) {
+      const unsigned byte = static_cast<unsigned>(std::countr_zero(w)) / 8;
+      taken_pages_[n++] = static_cast<uint32_t>(page + byte);
+      w &= ~(uint64_t{0xff} << (8 * byte));
+    }
+  }
+  // Then each page's marks, prefetched well ahead.
+  constexpr size_t kAhead = 16;
+  uint8_t* lines = line_bytes_.get();
+  for (size_t k = 0; k < n; ++k) {
+    if (k + kAhead < n) {
+      __builtin_prefetch(lines + size_t{taken_pages_[k + kAhead]} * kLinesPerPage, 1);
+    }
+    uint8_t* marks = lines + size_t{taken_pages_[k]} * kLinesPerPage;
+    taken_masks_[k] = LineBytesToMask(marks);
+    std::memset(marks, 0, kLinesPerPage);
+  }
+  return {std::span<const uint32_t>(taken_pages_.data(), n),
+          std::span<const uint64_t>(taken_masks_.data(), n)};
 }
 
 void ChangeLog::Clear() {

@@ -10,6 +10,8 @@
 #include <cstdint>
 #include <cstring>
 #include <memory>
+#include <span>
+#include <vector>
 
 #include "coherence/constants.h"
 
@@ -48,6 +50,17 @@ class ChangeLog {
   template <typename Fn>
   void Drain(Fn&& fn);
 
+  // The marked pages in address order and each one's line mask.
+  struct TakenPages {
+    std::span<const uint32_t> pages;
+    std::span<const uint64_t> masks;  // masks[i] is pages[i]'s
+  };
+  // Takes every mark, leaving the log empty. The spans stay valid until the
+  // next call. Cheaper than Drain() for scattered marks: loads of several
+  // pages' marks are in flight at once (a sparse version's marks are spread
+  // over memory that the stores since evicted).
+  TakenPages TakePages();
+
   // Raw bytes for dsm_log()'s inline fast path.
   uint8_t* line_bytes() { return line_bytes_.get(); }
   uint8_t* page_bytes() { return page_bytes_.get(); }
@@ -61,6 +74,9 @@ class ChangeLog {
   size_t pages_;
   std::unique_ptr<uint8_t[]> line_bytes_;  // pages_ * kLinesPerPage, zero padded
   std::unique_ptr<uint8_t[]> page_bytes_;  // pages_ rounded up to 8, zero padded
+  // TakePages()'s result, allocated on its first call.
+  std::vector<uint32_t> taken_pages_;
+  std::vector<uint64_t> taken_masks_;
 };
 
 template <typename Fn>

@@ -8,16 +8,6 @@ namespace dsm {
 
 namespace {
 
-void SetMaskBits(uint64_t* masks, size_t first, size_t count) {
-  for (size_t line = first; line < first + count;) {
-    const size_t page = line / kLinesPerPage;
-    const size_t lo = line % kLinesPerPage;
-    const size_t n = std::min(count - (line - first), kLinesPerPage - lo);
-    masks[page] |= n == kLinesPerPage ? ~uint64_t{0} : ((uint64_t{1} << n) - 1) << lo;
-    line += n;
-  }
-}
-
 // The lines of `runs` from `src`, one after another into `out` (plain stores:
 // they stay in the cache for dsmd, which reads them next). A loop of its own,
 // apart from draining the log, so that the loads of many lines are in flight
@@ -37,45 +27,33 @@ void GatherRuns(std::span<const LineRun> runs, const uint8_t* src, uint8_t* out)
 
 StagedCounts StageChanges(ChangeLog& log, const uint8_t* src, const StageMemory& stage,
                           bool as_masks) {
+  const ChangeLog::TakenPages taken = log.TakePages();
   StagedCounts c;
-  c.as_masks = as_masks;
-  log.Drain([&](size_t page, const uint8_t* line_bytes) {
-    uint64_t mask = LineBytesToMask(line_bytes);
-    if (c.as_masks) {
-      stage.masks[page] |= mask;
-      c.lines += static_cast<size_t>(std::popcount(mask));
-      return;
-    }
-    while (mask != 0) {
+  for (const uint64_t mask : taken.masks) c.lines += static_cast<size_t>(std::popcount(mask));
+  // A version has no more runs than lines: if its lines fit, its runs do.
+  c.as_masks = as_masks || c.lines > stage.max_lines || c.lines > stage.max_runs;
+  if (c.as_masks) {
+    for (size_t k = 0; k < taken.pages.size(); ++k) stage.masks[taken.pages[k]] |= taken.masks[k];
+    return c;
+  }
+  for (size_t k = 0; k < taken.pages.size(); ++k) {
+    const size_t page_first = size_t{taken.pages[k]} * kLinesPerPage;
+    for (uint64_t mask = taken.masks[k]; mask != 0;) {
       const unsigned start = static_cast<unsigned>(std::countr_zero(mask));
       const uint64_t shifted = mask >> start;
       const unsigned len =
           shifted == ~uint64_t{0} ? 64 - start : static_cast<unsigned>(std::countr_one(shifted));
-      const size_t first = page * kLinesPerPage + start;
-      const bool extends =
-          c.runs > 0 &&
-          size_t{stage.runs[c.runs - 1].first_line} + stage.runs[c.runs - 1].line_count == first;
-      if (c.lines + len > stage.max_lines || (!extends && c.runs == stage.max_runs)) {
-        // Too large for the stage: it goes as masks, these lines and the rest.
-        for (size_t r = 0; r < c.runs; ++r) {
-          SetMaskBits(stage.masks, stage.runs[r].first_line, stage.runs[r].line_count);
-        }
-        stage.masks[page] |= mask;
-        c.lines += static_cast<size_t>(std::popcount(mask));
-        c.runs = 0;
-        c.as_masks = true;
-        return;
-      }
-      if (extends) {
-        stage.runs[c.runs - 1].line_count += len;
+      const size_t first = page_first + start;
+      LineRun* last = c.runs > 0 ? &stage.runs[c.runs - 1] : nullptr;
+      if (last != nullptr && size_t{last->first_line} + last->line_count == first) {
+        last->line_count += len;
       } else {
         stage.runs[c.runs++] = {static_cast<uint32_t>(first), len};
       }
-      c.lines += len;
       mask = len >= 64 ? 0 : mask & ~(((uint64_t{1} << len) - 1) << start);
     }
-  });
-  if (!c.as_masks) GatherRuns(std::span<const LineRun>(stage.runs, c.runs), src, stage.bytes);
+  }
+  GatherRuns(std::span<const LineRun>(stage.runs, c.runs), src, stage.bytes);
   return c;
 }
 

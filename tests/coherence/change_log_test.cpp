@@ -289,6 +289,44 @@ TEST(ChangeLogTest, RandomMarksMatchAPerLineModel) {
 
 // --- Merge and Clear --------------------------------------------------------------
 
+// TakePages() against a per-line model: every marked page once, in address
+// order, with exactly its marked lines, across summary words (8 pages each),
+// the last partial page and dense and sparse stretches; the log is empty after.
+TEST(ChangeLogTest, TakePagesListsEveryMarkedPageWithItsLinesAndEmptiesTheLog) {
+  constexpr size_t kBytes = 100 * kLinesPerPage * kLineBytes + 700;  // a partial last page
+  ChangeLog log(kBytes);
+  std::mt19937_64 rng(7);
+  for (int round = 0; round < 20; ++round) {
+    std::vector<bool> model(log.lines(), false);
+    const size_t marks = std::uniform_int_distribution<size_t>(0, 300)(rng);
+    for (size_t i = 0; i < marks; ++i) {
+      const size_t first = std::uniform_int_distribution<size_t>(0, log.lines() - 1)(rng);
+      const size_t count = std::uniform_int_distribution<size_t>(1, round % 4 == 0 ? 200 : 2)(rng);
+      log.MarkLines(first, count);
+      for (size_t l = first; l < std::min(first + count, log.lines()); ++l) model[l] = true;
+    }
+    const ChangeLog::TakenPages taken = log.TakePages();
+    ASSERT_EQ(taken.pages.size(), taken.masks.size());
+    std::vector<bool> seen(log.lines(), false);
+    for (size_t k = 0; k < taken.pages.size(); ++k) {
+      if (k > 0) {
+        ASSERT_LT(taken.pages[k - 1], taken.pages[k]) << "pages in address order, once";
+      }
+      ASSERT_NE(taken.masks[k], 0u) << "page " << taken.pages[k] << " listed without marks";
+      for (size_t bit = 0; bit < kLinesPerPage; ++bit) {
+        if (taken.masks[k] >> bit & 1) {
+          const size_t line = size_t{taken.pages[k]} * kLinesPerPage + bit;
+          ASSERT_LT(line, log.lines());
+          seen[line] = true;
+        }
+      }
+    }
+    ASSERT_EQ(seen, model) << "round " << round;
+    EXPECT_TRUE(log.Empty());
+    EXPECT_EQ(log.CountLines(), 0u);
+  }
+}
+
 TEST(ChangeLogMergeTest, MergeIsAUnionAndLeavesTheSourceAlone) {
   std::mt19937_64 rng(0x5eed0002);
   const size_t area = 9 * 4096 + 33;
