@@ -45,20 +45,15 @@ class ChangeLog {
   // Clears every mark. Cost follows the number of dirty pages.
   void Clear();
 
-  // Calls fn(page, line_bytes) for each page with marks (line_bytes: its 64
-  // line bytes), then clears that page. The log is empty afterwards.
-  template <typename Fn>
-  void Drain(Fn&& fn);
-
   // The marked pages in address order and each one's line mask.
   struct TakenPages {
     std::span<const uint32_t> pages;
     std::span<const uint64_t> masks;  // masks[i] is pages[i]'s
   };
-  // Takes every mark, leaving the log empty. The spans stay valid until the
-  // next call. Cheaper than Drain() for scattered marks: loads of several
-  // pages' marks are in flight at once (a sparse version's marks are spread
-  // over memory that the stores since evicted).
+  // Takes every mark, leaving the log empty; cost follows the number of
+  // marked pages. The spans stay valid until the next call. Loads of several
+  // pages' marks are in flight at once: a sparse version's marks are spread
+  // over memory that the stores since evicted.
   TakenPages TakePages();
 
   // Raw bytes for dsm_log()'s inline fast path.
@@ -78,16 +73,6 @@ class ChangeLog {
   std::vector<uint32_t> taken_pages_;
   std::vector<uint64_t> taken_masks_;
 };
-
-template <typename Fn>
-void ChangeLog::Drain(Fn&& fn) {
-  for (size_t page = NextDirtyPage(0); page < pages_; page = NextDirtyPage(page + 1)) {
-    uint8_t* bytes = line_bytes_.get() + page * kLinesPerPage;
-    fn(page, bytes);
-    std::memset(bytes, 0, kLinesPerPage);
-    page_bytes_[page] = 0;
-  }
-}
 
 }  // namespace dsm
 

@@ -23,11 +23,11 @@ size_t VersionPublisher::Publish(ChangeLog& dirty, uint32_t target, const uint8_
   // Pass 1: every buffer, the target included, learns what changed. Pass 2
   // copies what the target lacks in one tight loop: the copies of cold lines
   // dominate, and keeping them together lets the CPU overlap their misses.
-  dirty.Drain([&](size_t page, const uint8_t* line_bytes) {
-    const uint64_t mask = LineBytesToMask(line_bytes);
-    for (LineSet& p : pending_) p.AddMask(page, mask);
-    if (changed) changed->AddMask(page, mask);
-  });
+  const ChangeLog::TakenPages taken = dirty.TakePages();
+  for (size_t k = 0; k < taken.pages.size(); ++k) {
+    for (LineSet& p : pending_) p.AddMask(taken.pages[k], taken.masks[k]);
+    if (changed) changed->AddMask(taken.pages[k], taken.masks[k]);
+  }
   return CopyPending(target, src, dst, stores_);
 }
 

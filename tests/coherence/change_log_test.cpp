@@ -289,44 +289,6 @@ TEST(ChangeLogTest, RandomMarksMatchAPerLineModel) {
 
 // --- Merge and Clear --------------------------------------------------------------
 
-// TakePages() against a per-line model: every marked page once, in address
-// order, with exactly its marked lines, across summary words (8 pages each),
-// the last partial page and dense and sparse stretches; the log is empty after.
-TEST(ChangeLogTest, TakePagesListsEveryMarkedPageWithItsLinesAndEmptiesTheLog) {
-  constexpr size_t kBytes = 100 * kLinesPerPage * kLineBytes + 700;  // a partial last page
-  ChangeLog log(kBytes);
-  std::mt19937_64 rng(7);
-  for (int round = 0; round < 20; ++round) {
-    std::vector<bool> model(log.lines(), false);
-    const size_t marks = std::uniform_int_distribution<size_t>(0, 300)(rng);
-    for (size_t i = 0; i < marks; ++i) {
-      const size_t first = std::uniform_int_distribution<size_t>(0, log.lines() - 1)(rng);
-      const size_t count = std::uniform_int_distribution<size_t>(1, round % 4 == 0 ? 200 : 2)(rng);
-      log.MarkLines(first, count);
-      for (size_t l = first; l < std::min(first + count, log.lines()); ++l) model[l] = true;
-    }
-    const ChangeLog::TakenPages taken = log.TakePages();
-    ASSERT_EQ(taken.pages.size(), taken.masks.size());
-    std::vector<bool> seen(log.lines(), false);
-    for (size_t k = 0; k < taken.pages.size(); ++k) {
-      if (k > 0) {
-        ASSERT_LT(taken.pages[k - 1], taken.pages[k]) << "pages in address order, once";
-      }
-      ASSERT_NE(taken.masks[k], 0u) << "page " << taken.pages[k] << " listed without marks";
-      for (size_t bit = 0; bit < kLinesPerPage; ++bit) {
-        if (taken.masks[k] >> bit & 1) {
-          const size_t line = size_t{taken.pages[k]} * kLinesPerPage + bit;
-          ASSERT_LT(line, log.lines());
-          seen[line] = true;
-        }
-      }
-    }
-    ASSERT_EQ(seen, model) << "round " << round;
-    EXPECT_TRUE(log.Empty());
-    EXPECT_EQ(log.CountLines(), 0u);
-  }
-}
-
 TEST(ChangeLogMergeTest, MergeIsAUnionAndLeavesTheSourceAlone) {
   std::mt19937_64 rng(0x5eed0002);
   const size_t area = 9 * 4096 + 33;
@@ -414,7 +376,7 @@ TEST(ChangeLogMergeTest, RawFastPathStoresAreSeenByEveryOperation) {
   EXPECT_EQ(log.CountLines(), 0u);
 }
 
-// --- Drain ------------------------------------------------------------------------
+// --- TakePages ------------------------------------------------------------------------
 
 struct DrainedPage {
   size_t page;
@@ -423,26 +385,30 @@ struct DrainedPage {
 
 std::vector<DrainedPage> DrainAll(ChangeLog& log) {
   std::vector<DrainedPage> pages;
-  log.Drain([&](size_t page, const uint8_t* line_bytes) {
-    pages.push_back({page, std::vector<uint8_t>(line_bytes, line_bytes + kLinesPerPage)});
-  });
+  const ChangeLog::TakenPages taken = log.TakePages();
+  EXPECT_EQ(taken.pages.size(), taken.masks.size());
+  for (size_t k = 0; k < taken.pages.size(); ++k) {
+    DrainedPage p{taken.pages[k], std::vector<uint8_t>(kLinesPerPage)};
+    for (size_t i = 0; i < kLinesPerPage; ++i) p.line_bytes[i] = taken.masks[k] >> i & 1;
+    pages.push_back(std::move(p));
+  }
   return pages;
 }
 
-// After a Drain every raw byte must be zero: dsm_log() and later scans read them.
+// After TakePages every raw byte must be zero: dsm_log() and later scans read them.
 void ExpectRawBytesZero(ChangeLog& log) {
   for (size_t i = 0; i < log.pages() * kLinesPerPage; ++i) ASSERT_EQ(log.line_bytes()[i], 0) << i;
   for (size_t p = 0; p < log.pages(); ++p) ASSERT_EQ(log.page_bytes()[p], 0) << p;
 }
 
-TEST(ChangeLogDrainTest, EmptyLogCallsNothing) {
+TEST(ChangeLogTakePagesTest, EmptyLogCallsNothing) {
   ChangeLog log(9 * 4096 + 5);
   EXPECT_TRUE(DrainAll(log).empty());
   ChangeLog zero(0);
   EXPECT_TRUE(DrainAll(zero).empty());
 }
 
-TEST(ChangeLogDrainTest, VisitsEachDirtyPageOnceInAscendingOrderWithItsLineBytes) {
+TEST(ChangeLogTakePagesTest, VisitsEachDirtyPageOnceInAscendingOrderWithItsLineBytes) {
   ChangeLog log(40 * 4096);
   log.MarkLines(39 * 64 + 63, 1);  // the last line, marked first
   log.MarkLines(3, 1);
@@ -469,7 +435,7 @@ TEST(ChangeLogDrainTest, VisitsEachDirtyPageOnceInAscendingOrderWithItsLineBytes
   EXPECT_TRUE(DrainAll(log).empty());
 }
 
-TEST(ChangeLogDrainTest, DrainedLogIsReusable) {
+TEST(ChangeLogTakePagesTest, DrainedLogIsReusable) {
   ChangeLog log(8 * 4096);
   log.MarkLines(100, 30);
   DrainAll(log);
@@ -480,7 +446,7 @@ TEST(ChangeLogDrainTest, DrainedLogIsReusable) {
   EXPECT_EQ(LineBytesToMask(pages[0].line_bytes.data()), uint64_t{1} << 5);
 }
 
-TEST(ChangeLogDrainTest, PartialLastPageReportsNoLinePastTheArea) {
+TEST(ChangeLogTakePagesTest, PartialLastPageReportsNoLinePastTheArea) {
   ChangeLog log(3 * 4096 + 100);  // 194 lines: the last page holds 2
   log.MarkBytes(0, SIZE_MAX);
   const std::vector<DrainedPage> pages = DrainAll(log);
@@ -490,7 +456,7 @@ TEST(ChangeLogDrainTest, PartialLastPageReportsNoLinePastTheArea) {
   EXPECT_EQ(LineBytesToMask(pages[3].line_bytes.data()), uint64_t{0b11});
 }
 
-TEST(ChangeLogDrainTest, RandomMarksDrainIntoTheSameLines) {
+TEST(ChangeLogTakePagesTest, RandomMarksDrainIntoTheSameLines) {
   std::mt19937_64 rng(0x5eed0004);
   const size_t areas[] = {1, 64, 4097, 9 * 4096, 65 * 4096 + 1};
   for (size_t area : areas) {
@@ -508,12 +474,13 @@ TEST(ChangeLogDrainTest, RandomMarksDrainIntoTheSameLines) {
       LineSet drained(area);
       size_t previous_page = 0;
       bool first = true;
-      log.Drain([&](size_t page, const uint8_t* line_bytes) {
-        EXPECT_TRUE(first || page > previous_page) << "page " << page << " after " << previous_page;
+      for (const DrainedPage& p : DrainAll(log)) {
+        EXPECT_TRUE(first || p.page > previous_page)
+            << "page " << p.page << " after " << previous_page;
         first = false;
-        previous_page = page;
-        drained.AddMask(page, LineBytesToMask(line_bytes));
-      });
+        previous_page = p.page;
+        drained.AddMask(p.page, LineBytesToMask(p.line_bytes.data()));
+      }
       for (size_t i = 0; i < model.size(); ++i)
         ASSERT_EQ(drained.Test(i), model[i]) << "line " << i;
       ExpectMatchesModel(log, std::vector<bool>(log.lines()));
@@ -523,7 +490,7 @@ TEST(ChangeLogDrainTest, RandomMarksDrainIntoTheSameLines) {
   }
 }
 
-TEST(ChangeLogDrainTest, SeesRawFastPathStores) {
+TEST(ChangeLogTakePagesTest, SeesRawFastPathStores) {
   // dsm_log() stores a line byte and its page byte directly, without MarkLines.
   ChangeLog log(5 * 4096);
   for (size_t line : {size_t{0}, size_t{64}, size_t{65}, size_t{319}}) {
@@ -542,7 +509,7 @@ TEST(ChangeLogDrainTest, SeesRawFastPathStores) {
 }
 
 // Drain walks the summary, like Merge and Clear: its cost follows the dirty pages.
-TEST(ChangeLogDrainTest, FollowsTheSummary) {
+TEST(ChangeLogTakePagesTest, FollowsTheSummary) {
   ChangeLog log(8 * 4096);
   log.line_bytes()[2 * 64 + 5] = 1;  // no summary byte: page 2 counts as clean
   log.page_bytes()[6] = 1;           // a summary byte without line bytes
@@ -554,7 +521,7 @@ TEST(ChangeLogDrainTest, FollowsTheSummary) {
   EXPECT_EQ(log.line_bytes()[2 * 64 + 5], 1);  // untouched
 }
 
-TEST(ChangeLogDrainTest, DrainsWhatMergeBroughtIn) {
+TEST(ChangeLogTakePagesTest, DrainsWhatMergeBroughtIn) {
   ChangeLog a(8 * 4096), b(8 * 4096);
   a.MarkLines(1, 1);
   b.MarkLines(5 * 64 + 1, 2);
@@ -584,7 +551,7 @@ TEST(ChangeLogLargeTest, SixtyFourMiBAreaWithAFewMarks) {
   EXPECT_EQ(MarkedRuns(log), (Runs{{0, 1}, {64000 - 1, 2}, {last - 1, 2}}));
 
   std::vector<size_t> drained;
-  log.Drain([&](size_t page, const uint8_t*) { drained.push_back(page); });
+  for (const DrainedPage& p : DrainAll(log)) drained.push_back(p.page);
   EXPECT_EQ(drained, (std::vector<size_t>{0, 999, 1000, log.pages() - 1}));
   EXPECT_TRUE(log.Empty());
   EXPECT_TRUE(MarkedRuns(log).empty());
