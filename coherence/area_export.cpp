@@ -48,9 +48,15 @@ AreaExport::AreaExport(size_t area_bytes, size_t mapped_bytes, bool shared_trans
       sender_(area_bytes, shared_transfers),
       loss_(params.loss_memory_ns, params.loss_memory_transfers),
       pending_(area_bytes),
+      selected_(area_bytes),
       shadow_stale_(area_bytes),
       stage_lines_(area_bytes) {
   shadow_stale_.AddAll();  // the shadow does not exist yet
+}
+
+void AreaExport::SetManaged(const ManagedExport& managed, uint64_t now_ns) {
+  managed_ = std::make_unique<ManagedSelection>(area_bytes_, managed.selection);
+  budget_ = std::make_unique<ByteBudget>(managed.bytes_per_second, managed.burst_bytes, now_ns);
 }
 
 void AreaExport::Subscribe(uint16_t host) {
@@ -79,7 +85,8 @@ void AreaExport::ReleasePin() {
 }
 
 bool AreaExport::CollectStaged(uint64_t now_ns) {
-  if (!collected_once_ || staged_) return false;
+  // A managed version's lines are chosen against the whole area's bytes.
+  if (!collected_once_ || staged_ || managed_) return false;
   StagedVersion s;
   if (!host_->PostedStage(&s) || s.version != sender_.version() + 1 ||
       host_->LatestVersion() != sender_.version()) {
@@ -196,7 +203,7 @@ bool AreaExport::Collect(uint64_t now_ns) {
   pinned_version_ = version;
   // (Until a first copy creates the shadow, it lacks every line already.)
   if (!shadow_.empty()) shadow_stale_.Merge(pending_);
-  sender_.Collected(version, pending_);
+  sender_.Collected(version, managed_ ? SelectManaged(version, now_ns) : pending_);
   pending_.Clear();
   collected_once_ = true;
   ++counters_->versions_collected;
@@ -205,6 +212,35 @@ bool AreaExport::Collect(uint64_t now_ns) {
     marks_->Mark(Stage::kCollected, version, wire::kAllHosts, marks_->NowNs());
   }
   return true;
+}
+
+const LineSet& AreaExport::SelectManaged(uint64_t version, uint64_t now_ns) {
+  const uint8_t* current = host_->Buffer(pinned_);
+  if (!collected_once_) {
+    managed_->Reset(current);  // every host gets the whole area first
+    managed_collects_ = 1;
+    return pending_;
+  }
+  selected_.Clear();
+  // A repin of the collected version carries nothing new. Lag counts the
+  // versions collected: those are the ones replicas see.
+  if (version > sender_.version()) {
+    ++managed_collects_;
+    budget_->Refill(now_ns);
+    // At least a line's worth, so that a waiting line goes with every version
+    // (a debt the budget pays back), and a version that carries no line at
+    // all (nothing waits) still has one to frame: line 0, as readers have it.
+    const size_t budget = std::max<size_t>(budget_->available(), kLineBytes);
+    const ManagedChoice c =
+        managed_->Select(managed_collects_, pending_, current, budget, &selected_);
+    budget_->Spend(c.lines * kLineBytes);
+    if (selected_.Empty()) selected_.AddLines(0, 1);
+    counters_->managed_due_lines += c.due_lines;
+    counters_->managed_over_budget_bytes += c.over_budget;
+    counters_->managed_lines_deferred += c.residual;
+  }
+  host_->ManagedResidual(managed_->residual_lines(), managed_->OldestLag(managed_collects_));
+  return selected_;
 }
 
 bool AreaExport::FramesInPlace() {

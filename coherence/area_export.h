@@ -30,8 +30,10 @@
 #include <utility>
 #include <vector>
 
+#include "coherence/byte_budget.h"
 #include "coherence/line_set.h"
 #include "coherence/loss_memory.h"
+#include "coherence/managed_selection.h"
 #include "coherence/replica_sender.h"
 #include "coherence/stage_marks.h"
 #include "coherence/staged_lines.h"
@@ -93,6 +95,13 @@ class ExportHost {
   virtual void ReleaseStage() {}
   // The writer waits for the stage to post its next version.
   virtual bool StageWanted() { return false; }
+
+  // Managed areas (AreaExport::SetManaged): lines of published versions
+  // not sent yet, and how many collected versions (the ones replicas see)
+  // the oldest of them lags. While
+  // lines wait, the writer publishes a version even with nothing changed,
+  // so that they can go.
+  virtual void ManagedResidual(uint64_t /*lines*/, uint64_t /*oldest_lag*/) {}
 };
 
 // The device, as one area's frames see it.
@@ -128,6 +137,20 @@ struct ExportCounters {
   uint64_t pins_yielded = 0;       // given back to the writer uncopied
   uint64_t versions_from_stage = 0;  // collected from the writer's stage
   uint64_t frames_from_stage = 0;    // DATA frames framed from it
+  // Managed areas: changed lines that waited past their version's collect,
+  // lines sent because of their lag, and their bytes beyond the budget.
+  uint64_t managed_lines_deferred = 0;
+  uint64_t managed_due_lines = 0;
+  uint64_t managed_over_budget_bytes = 0;
+};
+
+// How a managed area's versions are sent (AreaExport::SetManaged).
+struct ManagedExport {
+  ManagedParams selection;
+  // Line bytes per second each replica may be sent, in bursts of at most
+  // `burst_bytes`.
+  uint64_t bytes_per_second = 0;
+  uint64_t burst_bytes = 0;
 };
 
 class AreaExport {
@@ -169,6 +192,16 @@ class AreaExport {
   // Where the end of each stage of a version is marked (nullptr: nowhere).
   void set_stage_marks(StageMarks* marks) { marks_ = marks; }
 
+  // Sends the area managed (managed_selection.h): from the next collect on,
+  // a version carries the lines its selection chooses within the budget
+  // (its first collect carries every line), and the others wait. A line's
+  // lag counts the versions collected, the ones replicas see: versions the
+  // writer published between two collects are one to them. Versions are
+  // collected from a buffer, never framed from the stage.
+  void SetManaged(const ManagedExport& managed, uint64_t now_ns);
+  bool managed() const { return managed_ != nullptr; }
+  const ManagedSelection* managed_selection() const { return managed_.get(); }
+
   // The newest version every subscribed host that is up holds (MinAcked).
   uint64_t MinAcked() const { return sender_.MinAcked(); }
   const ReplicaSender& sender() const { return sender_; }
@@ -182,6 +215,9 @@ class AreaExport {
   // published since the last collect, or when nothing holds the collected
   // version (`source_lost_`) and a host needs a transfer of it.
   bool Collect(uint64_t now_ns);
+  // What a managed area's collect of `version` carries: the selection's
+  // choice among the changes in pending_ and the lines still waiting.
+  const LineSet& SelectManaged(uint64_t version, uint64_t now_ns);
   // Collects the version posted in the stage, if it is the next one and
   // nothing else changed since the collected version.
   bool CollectStaged(uint64_t now_ns);
@@ -236,6 +272,11 @@ class AreaExport {
   bool freed_ = false;
   bool collected_once_ = false;
   LineSet pending_;  // taken from the writer, not yet collected
+  // Managed areas: the selection, its budget, and what it chose to collect.
+  std::unique_ptr<ManagedSelection> managed_;
+  std::unique_ptr<ByteBudget> budget_;
+  LineSet selected_;
+  uint64_t managed_collects_ = 0;  // versions collected: the selection's versions
   int pinned_ = -1;  // the buffer of the collected version, while pinned
   uint64_t pinned_version_ = 0;
   std::vector<uint8_t> shadow_;  // allocated at the first Unpin

@@ -88,6 +88,14 @@ struct Params {
   // applier writes it into a buffer after the export's turn, and the export
   // may claim it first and frame it from the stage.
   bool staged = false;
+  // The area is sent managed (AreaExport::SetManaged): a budget of this many
+  // lines per round per replica, lines lagging at most `managed_max_age`
+  // versions, and the writer publishing versions with nothing changed while
+  // lines wait (as libdsm's writer does). Replicas then hold, line by line,
+  // the writer's bytes of a version at most that many versions old.
+  bool managed = false;
+  double managed_lines_per_round = 16;
+  uint32_t managed_max_age = 4;
   // The second host is cut off (nothing reaches it, nothing from it arrives)
   // from round cut_round for cut_rounds rounds; membership marks it down
   // after down_after_rounds of them, and up again when the cut heals.
@@ -319,6 +327,8 @@ class WriterHost : public ExportHost, public ExportFrameOut {
     }
   }
   bool StageWanted() override { return stage_wanted_; }
+  void ManagedResidual(uint64_t lines, uint64_t) override { residual_lines = lines; }
+  uint64_t residual_lines = 0;  // as the export last reported
 
   // ---- ExportFrameOut
   size_t max_frame_bytes() override { return p_.frame_bytes; }
@@ -404,6 +414,14 @@ class Model {
     h.area_generation = 1;
     export_ = std::make_unique<AreaExport>(p.area_bytes, rounded_, /*shared_transfers=*/true, h,
                                            kSync, &host_, &host_, &counters_);
+    if (p.managed) {
+      ManagedExport managed;
+      managed.selection.max_line_age = p.managed_max_age;
+      managed.bytes_per_second = static_cast<uint64_t>(p.managed_lines_per_round * kLineBytes *
+                                                       (1'000'000'000.0 / kTickNs));
+      managed.burst_bytes = static_cast<uint64_t>(p.managed_lines_per_round * 4 * kLineBytes);
+      export_->SetManaged(managed, now_);
+    }
     history_[host_.version] = host_.writer;
     for (int i = 0; i < p.hosts; ++i) {
       replicas_.push_back(std::make_unique<Replica>());
@@ -564,6 +582,7 @@ class Model {
   bool Converged() const {
     const uint64_t wv = host_.version;
     if (host_.in_publish() || !host_.dirty.Empty()) return false;
+    if (p_.managed && host_.residual_lines > 0) return false;
     const ReplicaSender& sender = export_->sender();
     if (sender.version() != wv || sender.AwaitingAcks(now_, kSync.retransmit_timeout_ns)) return false;
     for (const auto& r : replicas_) {
@@ -597,13 +616,18 @@ class Model {
     host_.MaybeEndPublish(round_);
     if (!host_.in_publish()) {
       if (writing && (p_.write_at ? p_.write_at(round_) : Coin(0.7))) WriterStep();
-      // A refused publish is retried, with whatever was written since.
-      if (!host_.dirty.Empty() && host_.BeginPublish(round_) != 0) {
+      // A refused publish is retried, with whatever was written since. A
+      // managed area's waiting lines go with versions that change nothing.
+      const bool top_up = p_.managed && host_.residual_lines > 0;
+      if ((!host_.dirty.Empty() || top_up) && host_.BeginPublish(round_) != 0) {
         history_[host_.version + 1] = host_.writer;
         host_.MaybeEndPublish(round_);
       }
     }
     ExportStep();
+    if (collected_.empty() || export_->sender().version() > collected_.back()) {
+      collected_.push_back(export_->sender().version());
+    }
     for (auto& r : replicas_) {
       if (r->subscribed) Deliver(*r);
     }
@@ -627,8 +651,15 @@ class Model {
     }
     floors_.push_back(floor);
     if (floors_.size() <= kLateRounds) return;
-    const uint64_t forget_below = floors_.front();
+    uint64_t forget_below = floors_.front();
     floors_.erase(floors_.begin());
+    if (p_.managed) {
+      // A managed replica's line may hold the writer's bytes of one of the
+      // managed_max_age versions collected before.
+      auto at = std::lower_bound(collected_.begin(), collected_.end(), forget_below);
+      at -= std::min<ptrdiff_t>(at - collected_.begin(), p_.managed_max_age);
+      forget_below = at == collected_.end() ? forget_below : std::min(forget_below, *at);
+    }
     history_.erase(history_.begin(), history_.lower_bound(forget_below));
   }
 
@@ -825,6 +856,8 @@ class Model {
                     << ", which was never published (writer at " << host_.version << ", round "
                     << round_ << ", seed " << p_.seed << ")";
       ++failures_;
+    } else if (p_.managed) {
+      CheckManagedLines(r, buffer, version);
     } else if (std::memcmp(r.buffers[buffer].data(), it->second.data(), rounded_) != 0) {
       size_t line = 0;
       while (std::memcmp(r.buffers[buffer].data() + line * kLineBytes,
@@ -839,6 +872,35 @@ class Model {
     r.latest = buffer;
     r.latest_snapshot = r.buffers[r.latest];
     CheckPending(r);
+  }
+
+  // Every line of a managed replica's version `version` is the writer's line
+  // at that version or at one of the managed_max_age versions collected
+  // before it (the versions replicas see).
+  void CheckManagedLines(const Replica& r, uint32_t buffer, uint64_t version) {
+    // The collected versions up to `version`, newest first: the window.
+    std::vector<const Bytes*> window;
+    for (auto it = collected_.rbegin(); it != collected_.rend(); ++it) {
+      if (*it > version) continue;
+      const auto h = history_.find(*it);
+      if (h != history_.end()) window.push_back(&h->second);
+      if (window.size() > p_.managed_max_age) break;
+    }
+    for (size_t line = 0; line < lines_; ++line) {
+      const uint8_t* have = r.buffers[buffer].data() + line * kLineBytes;
+      bool found = false;
+      for (size_t i = 0; i < window.size() && !found; ++i) {
+        found = std::memcmp(have, window[i]->data() + line * kLineBytes, kLineBytes) == 0;
+      }
+      if (!found) {
+        ADD_FAILURE() << "host " << r.host << " published managed version " << version
+                      << " with line " << line << " older than " << p_.managed_max_age
+                      << " collected versions (seed " << p_.seed << ", round " << round_ << ", "
+                      << window.size() << " of them known)";
+        ++failures_;
+        return;
+      }
+    }
   }
 
   void SendAck(const Replica& r, const AckReport& ack) {
@@ -886,6 +948,7 @@ class Model {
   ExportCounters counters_;
   std::unique_ptr<AreaExport> export_;
   std::map<uint64_t, Bytes> history_;  // published version -> content
+  std::vector<uint64_t> collected_;    // versions the export collected, in order
   std::vector<uint64_t> floors_;       // ForgetVersionsNoReplicaCanComplete, by round
 
   std::vector<std::unique_ptr<Replica>> replicas_;
@@ -917,6 +980,34 @@ TEST(ReplicationModelTest, SmallAreaManySeeds) {
     RunModel(p);
     if (HasFailure()) return;
   }
+}
+
+// Managed areas under the same faults: every replica line within the lag
+// bound at every version a replica publishes, the budget deferring lines,
+// and every replica byte-identical to the writer once it stops.
+TEST(ReplicationModelTest, ManagedAreasKeepTheLagBoundUnderLossAndConverge) {
+  ExportCounters total;
+  for (uint64_t seed : {1, 2, 3, 4, 5, 6, 7, 8}) {
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    Params p;
+    p.seed = seed;
+    p.managed = true;
+    p.staged = seed % 2 == 0;
+    p.managed_max_age = seed % 3 == 0 ? 1 : (seed % 3 == 1 ? 4 : 16);
+    p.managed_lines_per_round = seed % 4 < 2 ? 8 : 64;
+    Model m(p);
+    const bool converged = m.Run();
+    SCOPED_TRACE(m.Summary());
+    ASSERT_FALSE(::testing::Test::HasFailure());
+    ASSERT_TRUE(converged) << "replicas did not converge after the writer stopped";
+    m.ExpectConvergedExactly();
+    m.ExpectTraffic();
+    total.managed_lines_deferred += m.counters().managed_lines_deferred;
+    total.managed_due_lines += m.counters().managed_due_lines;
+    total.managed_over_budget_bytes += m.counters().managed_over_budget_bytes;
+  }
+  EXPECT_GT(total.managed_lines_deferred, 0u) << "the budget held lines back";
+  EXPECT_GT(total.managed_due_lines, 0u) << "the lag bound sent some regardless";
 }
 
 TEST(ReplicationModelTest, StagedVersionsAreFramedFromTheStage) {
@@ -1118,8 +1209,9 @@ TEST(ReplicationModelTest, RandomRunsFromVersionZero) {
 // ---- many seeds of every kind of run -----------------------------------------
 // Only what must hold for every seed is checked: the replicas converge to the
 // writer's last version, byte for byte, no frame carries a line the writer did
-// not write at its version, and no replica completes a version with one (the
-// traffic checks of the tests above are for their own seeds). The unit suite
+// not write at its version, and no replica completes a version with one, or
+// (managed runs, a fifth) with a line older than the lag bound (the traffic
+// checks of the tests above are for their own seeds). The unit suite
 // runs 2,100 runs; the soak suite (model_soak) DSM_SOAK_SEEDS per kind
 // (default 14,300: 100,100 runs) from DSM_SOAK_SEED_BASE (default 1000).
 
@@ -1183,6 +1275,12 @@ void SweepSeeds(uint64_t base, uint64_t seeds) {
       // rarely enough that versions are framed from there.
       p.staged = p.seed % 2 == 1;
       if (p.seed % 4 == 1) p.write_at = [](int round) { return round % 6 == 0; };
+      // A fifth of the runs send the area managed, within a budget.
+      if (p.seed % 5 == 3) {
+        p.managed = true;
+        p.managed_max_age = static_cast<uint32_t>(1 + p.seed / 5 % 8);
+        p.managed_lines_per_round = p.seed / 5 % 2 == 0 ? 8 : 48;
+      }
       Model m(p);
       const bool converged = m.Run();
       if (converged && !::testing::Test::HasFailure()) m.ExpectConvergedExactly();
