@@ -22,7 +22,7 @@
 namespace dsm::wire {
 
 inline constexpr uint32_t kMagic = 0x464d5344;  // bytes "DSMF"
-inline constexpr uint8_t kProtocolVersion = 2;
+inline constexpr uint8_t kProtocolVersion = 3;
 inline constexpr uint16_t kAllHosts = 0xffff;  // dest_host of multicast frames
 
 enum class FrameType : uint8_t {
@@ -110,6 +110,12 @@ struct __attribute__((packed)) DirectoryEntry {
   uint64_t latest_version;    // newest version on the writer's host
   uint64_t confirmed_age_ns;  // how long ago the writer confirmed it (a duration:
                               // clocks of different hosts are not compared)
+  // A managed area's budget (0: not managed) and what waits to be sent.
+  uint64_t managed_budget_bytes_per_s;
+  uint32_t managed_max_line_age;
+  uint32_t managed_element;
+  uint64_t managed_residual_lines;
+  uint64_t managed_oldest_lag;
 };
 
 enum class DropReason : uint8_t {

@@ -65,6 +65,13 @@ DirectoryResult AreaDirectory::Alloc(const Client& client, const Request& req, u
     return Error(DSM_ERR_INVALID,
                  fmt::format("reader_buffers must be 2..{}, got {}", kMaxReaderBuffers, buffers));
   }
+  if (req.managed_budget_bytes_per_s != 0 && req.managed_element != 0 &&
+      req.managed_element != DSM_ELEMENT_FLOAT32) {
+    return Error(DSM_ERR_INVALID,
+                 fmt::format("dsm_managed_opts.element {} is not a dsm_element (DSM_ELEMENT_"
+                             "FLOAT32, or 0 for it)",
+                             req.managed_element));
+  }
   const uint64_t page = backing_.page_bytes;
   const uint64_t copies = 1 + buffers;
   if (req.size > backing_.bytes / copies) {
@@ -122,6 +129,11 @@ DirectoryResult AreaDirectory::Alloc(const Client& client, const Request& req, u
   l.stage_bytes = stage_bytes;
   l.sync_interval_ns = req.sync_interval_us != 0 ? uint64_t{req.sync_interval_us} * 1000
                                                  : hdr.default_sync_interval_ns;
+  if (req.managed_budget_bytes_per_s != 0) {
+    l.managed_budget_bytes_per_s = req.managed_budget_bytes_per_s;
+    l.managed_max_line_age = req.managed_max_line_age;
+    l.managed_element = DSM_ELEMENT_FLOAT32;
+  }
   l.staleness_bound_ns = req.staleness_bound_ms != 0 ? uint64_t{req.staleness_bound_ms} * 1000000
                                                      : hdr.default_staleness_bound_ns;
   l.writer_pid = client.pid;
@@ -279,6 +291,9 @@ std::optional<uint32_t> AreaDirectory::CreateReplica(const wire::DirectoryEntry&
   l.origin_index = origin.area_index;
   l.origin_generation = origin.area_generation;
   l.confirmed_ns = 0;  // not confirmed until a version arrives
+  l.managed_budget_bytes_per_s = origin.managed_budget_bytes_per_s;
+  l.managed_max_line_age = origin.managed_max_line_age;
+  l.managed_element = origin.managed_element;
   StartArea(index, l, now_ns);
   return index;
 }
@@ -362,6 +377,11 @@ void AreaDirectory::StartArea(uint32_t index, const AreaLayout& l, uint64_t now_
   a.stage_lines = 0;
   a.stage_blocked.store(0);
   a.stage_wanted.store(0);
+  a.managed_budget_bytes_per_s = l.managed_budget_bytes_per_s;
+  a.managed_max_line_age = l.managed_max_line_age;
+  a.managed_element = l.managed_element;
+  a.managed_residual_lines.store(0);
+  a.managed_oldest_lag.store(0);
   a.export_enabled.store(0);
   a.export_index.store(0);
   a.export_seq.store(0);

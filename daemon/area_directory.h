@@ -104,6 +104,10 @@ class AreaDirectory {
     uint32_t origin_generation = 0;
     // When the area was last known current (a replica: 0 until a version arrives).
     uint64_t confirmed_ns = 0;
+    // A managed area's budget (0: not managed), as dsm_managed_opts.
+    uint64_t managed_budget_bytes_per_s = 0;
+    uint32_t managed_max_line_age = 0;
+    uint32_t managed_element = 0;
   };
   // Fills slot `index` for a new area (a new generation, version 0 in buffer
   // 0, no pins, counters zero) and makes it live. Alloc and CreateReplica

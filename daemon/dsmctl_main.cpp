@@ -142,6 +142,11 @@ json Areas(const Daemon& d) {
          {"page_tracker", dsm::PageTrackerName(a.page_tracker.load())},
          {"pages_written", a.pages_written.load()},
          {"lines_changed", a.lines_changed.load()},
+         {"managed", a.managed_budget_bytes_per_s != 0},
+         {"managed_budget_bytes_per_s", a.managed_budget_bytes_per_s},
+         {"managed_max_line_age", a.managed_max_line_age},
+         {"managed_residual_lines", a.managed_residual_lines.load()},
+         {"managed_oldest_lag", a.managed_oldest_lag.load()},
          {"content", ContentHash(d, a)}});
   }
   return out;
@@ -194,6 +199,9 @@ json Counters(const Daemon& d) {
           {"pins_yielded", c.pins_yielded},
           {"versions_from_stage", c.versions_from_stage},
           {"frames_from_stage", c.frames_from_stage},
+          {"managed_lines_deferred", c.managed_lines_deferred},
+          {"managed_due_lines", c.managed_due_lines},
+          {"managed_over_budget_bytes", c.managed_over_budget_bytes},
           {"acks_in", c.acks_in},
           {"acks_out", c.acks_out},
           {"replica_resyncs", c.replica_resyncs},
@@ -248,8 +256,9 @@ void PrintTable(const json& j, const std::string& what) {
     }
   }
   if (what == "areas" || what == "all") {
-    std::printf("%-24s %-11s %4s %7s %10s %10s %9s %4s %-13s %s\n", "AREA", "STATE", "HOST",
-                "REPLICA", "SIZE", "VERSION", "STALE ms", "RDRS", "TRACKING", "XXH3 (version)");
+    std::printf("%-24s %-11s %4s %7s %10s %10s %9s %4s %-13s %-14s %s\n", "AREA", "STATE", "HOST",
+                "REPLICA", "SIZE", "VERSION", "STALE ms", "RDRS", "TRACKING", "WAITING/LAG",
+                "XXH3 (version)");
     for (const auto& a : j["areas"]) {
       std::string hash = "-";
       if (!a["content"].is_null()) {
@@ -259,13 +268,20 @@ void PrintTable(const json& j, const std::string& what) {
       // Page-tracked areas show their mechanism; replicas track nothing here.
       std::string tracking = a["replica"].get<bool>() ? "-" : a["tracking"].get<std::string>();
       if (a["page_tracker"] != "none") tracking = a["page_tracker"].get<std::string>();
-      std::printf("%-24s %-11s %4d %7s %10lu %10lu %9.1f %4d %-13s %s\n",
+      // Managed areas: lines the writer's host has not sent yet / the
+      // versions the oldest of them lags.
+      const std::string waiting =
+          a["managed"].get<bool>()
+              ? std::to_string(a["managed_residual_lines"].get<uint64_t>()) + "/" +
+                    std::to_string(a["managed_oldest_lag"].get<uint64_t>())
+              : "-";
+      std::printf("%-24s %-11s %4d %7s %10lu %10lu %9.1f %4d %-13s %-14s %s\n",
                   a["name"].get<std::string>().c_str(), a["state"].get<std::string>().c_str(),
                   a["owner_host"].get<int>(), a["replica"].get<bool>() ? "yes" : "no",
                   static_cast<unsigned long>(a["size"].get<uint64_t>()),
                   static_cast<unsigned long>(a["version"].get<uint64_t>()),
                   a["staleness_ms"].get<double>(), a["readers"].get<int>(), tracking.c_str(),
-                  hash.c_str());
+                  waiting.c_str(), hash.c_str());
     }
   }
   if (what == "counters" || what == "all") {

@@ -51,6 +51,11 @@ void RemoteSync::SendDirectory(uint64_t now_ns) {
     d.latest_version = UnpackLatest(a.latest.load()).version;
     const uint64_t confirmed = a.confirmed_ns.load();
     d.confirmed_age_ns = now_ns > confirmed ? now_ns - confirmed : 0;
+    d.managed_budget_bytes_per_s = a.managed_budget_bytes_per_s;
+    d.managed_max_line_age = a.managed_max_line_age;
+    d.managed_element = a.managed_element;
+    d.managed_residual_lines = a.managed_residual_lines.load(std::memory_order_relaxed);
+    d.managed_oldest_lag = a.managed_oldest_lag.load(std::memory_order_relaxed);
     entries.push_back(d);
   }
   const size_t per_frame =
@@ -102,6 +107,8 @@ void RemoteSync::OnDirectory(const wire::Frame& f, uint16_t host, uint64_t now_n
       r->area->OnWriterLatest(d.latest_version, now_ns);
       SetWriterAlive(*r, d.state == static_cast<uint32_t>(AreaState::kLive), now_ns);
       AreaControl& a = segment_->areas[r->local_index];
+      a.managed_residual_lines.store(d.managed_residual_lines, std::memory_order_relaxed);
+      a.managed_oldest_lag.store(d.managed_oldest_lag, std::memory_order_relaxed);
       if (r->host->named() && UnpackLatest(a.latest.load()).version >= d.latest_version) {
         a.confirmed_ns.store(now_ns > d.confirmed_age_ns ? now_ns - d.confirmed_age_ns : 0);
       }

@@ -2,6 +2,8 @@
 // AreaExport (coherence/area_export.h), which decides what to send when.
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+
 #include "daemon/remote_sync.h"
 #include "daemon/tunables.h"
 #include "libdsm/contract/region_limits.h"
@@ -46,6 +48,18 @@ void RemoteSync::OnSubscribe(const wire::Frame& f, uint16_t host, uint64_t now_n
     // Without multicast a frame reaches one host: one host per transfer.
     e.area = std::make_unique<AreaExport>(a.size, a.mapped_size, cluster_.multicast, h, params_,
                                           e.host.get(), e.host.get(), &export_counters_);
+    if (a.managed_budget_bytes_per_s != 0) {
+      ManagedExport managed;
+      managed.selection.max_line_age = a.managed_max_line_age;
+      managed.bytes_per_second = a.managed_budget_bytes_per_s;
+      // Bursts of a few sync intervals' worth, and at least a frame's.
+      const double per_interval = static_cast<double>(a.managed_budget_bytes_per_s) *
+                                  static_cast<double>(a.sync_interval_ns) / 1e9;
+      managed.burst_bytes =
+          std::max<uint64_t>(static_cast<uint64_t>(per_interval * params_.managed_burst_intervals),
+                             transport_->max_payload_bytes());
+      e.area->SetManaged(managed, now_ns);
+    }
     e.marks = timeline_.ForArea(config_.host_id, index, a.generation);
     e.area->set_stage_marks(e.marks.get());
     a.export_enabled.store(1);  // from now on the writer logs each version's lines
@@ -54,7 +68,6 @@ void RemoteSync::OnSubscribe(const wire::Frame& f, uint16_t host, uint64_t now_n
     spdlog::info("exporting '{}' to host {}", a.name, host);
   }
   it->second.area->Subscribe(host);
-  (void)now_ns;
 }
 
 void RemoteSync::ReleasePins() {

@@ -124,6 +124,9 @@ void RemoteSync::PublishTransportCounters() {
   stats_.pins_yielded = export_counters_.pins_yielded;
   stats_.versions_from_stage = export_counters_.versions_from_stage;
   stats_.frames_from_stage = export_counters_.frames_from_stage;
+  stats_.managed_lines_deferred = export_counters_.managed_lines_deferred;
+  stats_.managed_due_lines = export_counters_.managed_due_lines;
+  stats_.managed_over_budget_bytes = export_counters_.managed_over_budget_bytes;
   stats_.versions_received = import_counters_.versions_received;
   stats_.versions_received_in_place = import_counters_.versions_received_in_place;
   stats_.acks_out = import_counters_.acks_out;

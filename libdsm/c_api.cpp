@@ -79,7 +79,21 @@ int dsm_fini(void) {
 int dsm_alloc(const char* name, size_t size, const dsm_alloc_opts* opts, void** out) {
   return Run("dsm_alloc", [&] {
     dsm::ClientSession* s = Current();
-    return s ? s->Alloc(name, size, opts, out) : NotInit("dsm_alloc");
+    return s ? s->Alloc(name, size, opts, nullptr, out) : NotInit("dsm_alloc");
+  });
+}
+
+int dsm_alloc_managed(const char* name, size_t size, const dsm_alloc_opts* opts,
+                      const dsm_managed_opts* managed, void** out) {
+  return Run("dsm_alloc_managed", [&] {
+    dsm::ClientSession* s = Current();
+    if (!s) return NotInit("dsm_alloc_managed");
+    if (!managed) {
+      return dsm::Fail(DSM_ERR_INVALID,
+                       "dsm_alloc_managed: managed is NULL (use dsm_alloc for "
+                       "an area sent whole)");
+    }
+    return s->Alloc(name, size, opts, managed, out);
   });
 }
 
@@ -135,6 +149,13 @@ int dsm_status(const void* area, dsm_area_status* st) {
   return Run("dsm_status", [&] {
     dsm::ClientSession* s = Current();
     return s ? s->Status(area, st) : NotInit("dsm_status");
+  });
+}
+
+int dsm_status_managed(const void* area, dsm_managed_status* st) {
+  return Run("dsm_status_managed", [&] {
+    dsm::ClientSession* s = Current();
+    return s ? s->ManagedStatus(area, st) : NotInit("dsm_status_managed");
   });
 }
 

@@ -113,8 +113,21 @@ void ClientSession::UnmapRange(uintptr_t addr, uint64_t bytes) {
        MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
 }
 
-int ClientSession::Alloc(const char* name, size_t size, const dsm_alloc_opts* opts, void** out) {
+int ClientSession::Alloc(const char* name, size_t size, const dsm_alloc_opts* opts,
+                         const dsm_managed_opts* managed, void** out) {
   if (!name || !out) return Fail(DSM_ERR_INVALID, "dsm_alloc: name and out must not be NULL");
+  if (managed && managed->budget_bytes_per_s == 0) {
+    return Fail(DSM_ERR_INVALID,
+                "dsm_alloc_managed('{}'): budget_bytes_per_s is 0; give the "
+                "bytes per second other hosts may be sent, or use dsm_alloc",
+                name);
+  }
+  if (managed && managed->element != 0 && managed->element != DSM_ELEMENT_FLOAT32) {
+    return Fail(DSM_ERR_INVALID,
+                "dsm_alloc_managed('{}'): element {} is not a dsm_element "
+                "(DSM_ELEMENT_FLOAT32, or 0 for it)",
+                name, managed->element);
+  }
   if (size == 0) return Fail(DSM_ERR_INVALID, "dsm_alloc('{}'): size is 0", name);
   if (size > segment_->header.slice_bytes) {
     return Fail(DSM_ERR_NO_SPACE, "dsm_alloc('{}'): {} bytes is more than a host's whole "
@@ -144,6 +157,11 @@ int ClientSession::Alloc(const char* name, size_t size, const dsm_alloc_opts* op
     req.sync_interval_us = opts->sync_interval_us;
     req.staleness_bound_ms = opts->staleness_bound_ms;
     req.reader_buffers = opts->reader_buffers;
+  }
+  if (managed) {
+    req.managed_budget_bytes_per_s = managed->budget_bytes_per_s;
+    req.managed_max_line_age = managed->max_line_age;
+    req.managed_element = managed->element != 0 ? managed->element : uint32_t{DSM_ELEMENT_FLOAT32};
   }
   Reply reply{};
   if (int rc = control_.Call(req, &reply); rc != DSM_OK) return rc;
@@ -400,6 +418,22 @@ int ClientSession::Status(const void* area, dsm_area_status* st) {
   st->version = in.seen_version;
   st->staleness_ns = s.staleness_ns;
   st->stale = s.stale;
+  return DSM_OK;
+}
+
+int ClientSession::ManagedStatus(const void* area, dsm_managed_status* st) {
+  if (!st) return Fail(DSM_ERR_INVALID, "dsm_status_managed: st is NULL");
+  std::lock_guard lock(mu_);
+  Area* a = FindLocked(area);
+  if (!a) return Fail(DSM_ERR_INVALID, "dsm_status_managed({}): not an area of this process", area);
+  const AreaControl* c = a->control();
+  std::memset(st, 0, sizeof(*st));
+  if (c->managed_budget_bytes_per_s == 0) return DSM_OK;
+  st->managed = 1;
+  st->max_line_age = c->managed_max_line_age;
+  st->budget_bytes_per_s = c->managed_budget_bytes_per_s;
+  st->residual_lines = c->managed_residual_lines.load(std::memory_order_relaxed);
+  st->oldest_lag = c->managed_oldest_lag.load(std::memory_order_relaxed);
   return DSM_OK;
 }
 

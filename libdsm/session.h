@@ -25,13 +25,16 @@ class ClientSession {
   static int Open(const dsm_init_opts* opts, std::unique_ptr<ClientSession>* out);
   ~ClientSession();
 
-  int Alloc(const char* name, size_t size, const dsm_alloc_opts* opts, void** out);
+  // `managed`: nullptr for an area sent whole (dsm_alloc).
+  int Alloc(const char* name, size_t size, const dsm_alloc_opts* opts,
+            const dsm_managed_opts* managed, void** out);
   int Attach(const char* name, uint32_t timeout_ms, const void** out, size_t* out_size);
   int Free(const void* area);
   int Service();
   int Publish(const void* area);
   int WaitVersion(const void* area, uint64_t version, uint32_t timeout_ms);
   int Status(const void* area, dsm_area_status* st);
+  int ManagedStatus(const void* area, dsm_managed_status* st);
   // `fn` names the C call, for the message.
   int Version(const char* fn, const void* area, uint64_t* out);
   int LogSlow(const void* ptr, size_t len);

@@ -100,7 +100,7 @@ int WriterArea::Publish(uint64_t now_ns) {
     TakeOverBuffers();
   }
   if (tracker_) LogWrittenLines();
-  if (log_.Empty()) {
+  if (log_.Empty() && !ManagedLinesWait()) {
     // Nothing changed: what readers have is the writer's state as of now.
     control_->confirmed_ns.store(now_ns);
     return DSM_OK;
@@ -133,7 +133,7 @@ int WriterArea::Publish(uint64_t now_ns) {
 }
 
 int WriterArea::PublishStaged(uint64_t now_ns) {
-  if (log_.Empty() && !stage_->Withdrawn()) {
+  if (log_.Empty() && !stage_->Withdrawn() && !ManagedLinesWait()) {
     // Nothing changed: once dsmd has written the last version, what readers
     // have is the writer's state as of now.
     if (stage_->Drained()) control_->confirmed_ns.store(now_ns);

@@ -39,6 +39,12 @@ class WriterArea {
   bool staged() const { return stage_ != nullptr; }
   // Whether the sync interval has elapsed since the last publish.
   bool Due(uint64_t now_ns) const { return now_ns >= next_sync_ns_; }
+  // A managed area's dsmd holds changed lines back (dsm_alloc_managed): a
+  // publish then makes a version even with nothing changed, so they can go.
+  bool ManagedLinesWait() const {
+    return control_->managed_budget_bytes_per_s != 0 &&
+           control_->managed_residual_lines.load(std::memory_order_relaxed) != 0;
+  }
 
   uint64_t version() const { return version_; }
   ChangeLog& log() { return log_; }

@@ -113,6 +113,44 @@ typedef struct dsm_alloc_opts {
  * area's fixed address, valid in every process. opts may be NULL. */
 int dsm_alloc(const char *name, size_t size, const dsm_alloc_opts *opts, void **out);
 
+/* ---- Managed areas -------------------------------------------------------- */
+
+/* How a managed area's lines are read to rank their changes. */
+typedef enum dsm_element {
+  DSM_ELEMENT_FLOAT32 = 1, /* 16 floats a line: the largest relative change ranks it */
+} dsm_element;
+
+typedef struct dsm_managed_opts {
+  uint64_t budget_bytes_per_s; /* changed-line bytes per second sent to each other host (> 0) */
+  uint32_t max_line_age;       /* versions a line may lag on other hosts (0: none) */
+  uint32_t element;            /* dsm_element; 0: DSM_ELEMENT_FLOAT32 */
+} dsm_managed_opts;
+
+/* dsm_alloc() of an area whose versions reach other hosts within a bandwidth
+ * budget. Each version sent carries, within the budget, the changed lines whose
+ * elements changed most relative to what the other hosts last received; the
+ * others wait and go later: with budget to spare, or once they would lag more
+ * than max_line_age versions, whatever the budget. Lag counts the versions
+ * other hosts receive (versions published between two that dsmd sends are one
+ * to them). Every version arrives whole, with lines at most that old. While
+ * lines wait, a due publish (dsm_service) makes a version even if nothing
+ * changed, so that they can go: once the writer stops changing the area, other
+ * hosts become byte-identical to it within the time the budget takes to send
+ * what waits. Processes on the writer's host see every change at once. */
+int dsm_alloc_managed(const char *name, size_t size, const dsm_alloc_opts *opts,
+                      const dsm_managed_opts *managed, void **out);
+
+typedef struct dsm_managed_status {
+  uint8_t managed; /* 0: the area is not managed (the rest is 0) */
+  uint32_t max_line_age;
+  uint64_t budget_bytes_per_s;
+  uint64_t residual_lines; /* changed lines not sent yet, as the writer's host last said */
+  uint64_t oldest_lag;     /* versions the oldest of them lags (0: none waits) */
+} dsm_managed_status;
+
+/* Fills *st with how a managed area's versions are sent, on any host. */
+int dsm_status_managed(const void *area, dsm_managed_status *st);
+
 /* Attaches the area named `name` read-only at the same address it has in the
  * writer. Waits up to timeout_ms for the area to appear. *out_size may be NULL. */
 int dsm_attach(const char *name, uint32_t timeout_ms, const void **out, size_t *out_size);

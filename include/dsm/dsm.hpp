@@ -102,6 +102,10 @@ class AreaHandle {
   Status area_status(dsm_area_status* st) const {
     return ptr_ ? Status(dsm_status(ptr_, st)) : NoArea("area_status");
   }
+  // Fills *st with how a managed area's versions are sent: see dsm_status_managed().
+  Status managed_status(dsm_managed_status* st) const {
+    return ptr_ ? Status(dsm_status_managed(ptr_, st)) : NoArea("managed_status");
+  }
   Status wait_version(uint64_t v, std::chrono::milliseconds timeout) const {
     if (!ptr_) return NoArea("wait_version");
     return Status(dsm_wait_version(ptr_, v, static_cast<uint32_t>(timeout.count())));
@@ -139,6 +143,15 @@ class AreaHandle {
 };
 }  // namespace internal
 
+template <typename T>
+class Writable;
+
+namespace internal {
+template <typename T>
+Writable<T> AllocWritable(const char* fn, const std::string& name, size_t count,
+                          const dsm_alloc_opts* opts, const dsm_managed_opts* managed);
+}  // namespace internal
+
 // The writer's handle: element access logs stores; data() gives the raw pointer
 // (then log with log() or dsm_log()).
 template <typename T>
@@ -158,7 +171,8 @@ class Writable : public internal::AreaHandle<T, T*> {
 
  private:
   template <typename U>
-  friend Writable<U> alloc(const std::string&, size_t, const dsm_alloc_opts*);
+  friend Writable<U> internal::AllocWritable(const char*, const std::string&, size_t,
+                                             const dsm_alloc_opts*, const dsm_managed_opts*);
 };
 
 // A reader's handle: read-only, at the same address the writer uses.
@@ -173,24 +187,45 @@ class Readable : public internal::AreaHandle<T, const T*> {
   friend Readable<U> attach(const std::string&, std::chrono::milliseconds);
 };
 
-// Allocates an area of `count` elements of T; this process becomes its writer.
+namespace internal {
+
+// The alloc behind alloc() and alloc_managed() (`managed`: nullptr for dsm_alloc).
 template <typename T>
-Writable<T> alloc(const std::string& name, size_t count, const dsm_alloc_opts* opts = nullptr) {
+Writable<T> AllocWritable(const char* fn, const std::string& name, size_t count,
+                          const dsm_alloc_opts* opts, const dsm_managed_opts* managed) {
   Writable<T> w;
   if (count > SIZE_MAX / sizeof(T)) {
-    w.status_ = Status(DSM_ERR_INVALID, "dsm::alloc('" + name + "'): " + std::to_string(count) +
-                                            " elements of " + std::to_string(sizeof(T)) +
-                                            " bytes overflow size_t; ask for fewer");
+    w.status_ =
+        Status(DSM_ERR_INVALID, std::string(fn) + "('" + name + "'): " + std::to_string(count) +
+                                    " elements of " + std::to_string(sizeof(T)) +
+                                    " bytes overflow size_t; ask for fewer");
     return w;
   }
   void* p = nullptr;
-  const int rc = dsm_alloc(name.c_str(), count * sizeof(T), opts, &p);
+  const int rc = managed ? dsm_alloc_managed(name.c_str(), count * sizeof(T), opts, managed, &p)
+                         : dsm_alloc(name.c_str(), count * sizeof(T), opts, &p);
   w.status_ = Status(rc);
   if (rc == DSM_OK) {
     w.ptr_ = static_cast<T*>(p);
     w.count_ = count;
   }
   return w;
+}
+
+}  // namespace internal
+
+// Allocates an area of `count` elements of T; this process becomes its writer.
+template <typename T>
+Writable<T> alloc(const std::string& name, size_t count, const dsm_alloc_opts* opts = nullptr) {
+  return internal::AllocWritable<T>("dsm::alloc", name, count, opts, nullptr);
+}
+
+// The same, managed: its versions reach other hosts within `managed`'s
+// budget (see dsm_alloc_managed()).
+template <typename T>
+Writable<T> alloc_managed(const std::string& name, size_t count, const dsm_managed_opts& managed,
+                          const dsm_alloc_opts* opts = nullptr) {
+  return internal::AllocWritable<T>("dsm::alloc_managed", name, count, opts, &managed);
 }
 
 // Attaches the area `name` read-only, waiting up to `timeout` for it to exist.

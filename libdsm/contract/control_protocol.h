@@ -11,7 +11,7 @@
 namespace dsm {
 
 inline constexpr uint32_t kProtocolMagic = 0x44534d31;  // "DSM1"
-inline constexpr uint32_t kProtocolVersion = 1;
+inline constexpr uint32_t kProtocolVersion = 2;
 inline constexpr size_t kMaxMessageChars = 256;
 
 enum class RequestType : uint32_t {
@@ -39,6 +39,10 @@ struct Request {
   uint32_t area_index;
   uint32_t area_generation;
   uint32_t tracking;  // kAlloc: the writer's dsm_tracking (a stage only for DSM_TRACK_LOG)
+  // kAlloc of a managed area (dsm_alloc_managed); 0: not managed.
+  uint64_t managed_budget_bytes_per_s;
+  uint32_t managed_max_line_age;
+  uint32_t managed_element;  // dsm_element
 };
 
 struct Reply {

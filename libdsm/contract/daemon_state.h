@@ -54,6 +54,11 @@ struct RemoteCounters {
   uint64_t versions_from_stage;  // of versions_collected: framed from the writer's stage
                                  // before dsmd wrote them into a buffer
   uint64_t frames_from_stage;    // of data_frames_out: their lines read from the stage
+  // Managed areas (ExportCounters): lines left waiting, summed over collects;
+  // lines sent because of their lag; their bytes beyond the budget.
+  uint64_t managed_lines_deferred;
+  uint64_t managed_due_lines;
+  uint64_t managed_over_budget_bytes;
 };
 
 // What dsmd knows of each host of the cluster.

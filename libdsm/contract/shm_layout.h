@@ -16,7 +16,7 @@
 namespace dsm {
 
 inline constexpr uint64_t kControlMagic = 0x4d53442d4c54434eULL;  // "NCTL-DSM"
-inline constexpr uint32_t kLayoutVersion = 16;
+inline constexpr uint32_t kLayoutVersion = 17;
 inline constexpr uint32_t kNoBuffer = 0xff;
 // A reader's pin word: the buffer it maps (low byte) and the one it is moving to
 // (second byte); kNoBuffer in a byte pins nothing.
@@ -69,6 +69,11 @@ struct alignas(64) AreaControl {
   uint64_t stage_offset;  // 0: none, the writer publishes into the buffers itself
   uint64_t stage_bytes;
   uint64_t backing_bytes;  // everything the area holds in the backing, from writer_offset
+  // A managed area (dsm_alloc_managed): its versions reach other hosts within
+  // this budget; 0: not managed. A replica has its origin's.
+  uint64_t managed_budget_bytes_per_s;
+  uint32_t managed_max_line_age;
+  uint32_t managed_element;  // dsm_element
 
   // The publish protocol. `latest` = PackLatest(version, buffer) of the newest
   // complete version. A reader pins a buffer in its slot before using it and
@@ -112,6 +117,13 @@ struct alignas(64) AreaControl {
   // Set by a writer waiting for the stage to post its next version: dsmd,
   // which may hold it to frame from it (kHeld), then lets it go.
   std::atomic<uint32_t> stage_wanted;
+
+  // A managed area's changed lines that its writer's dsmd has not sent yet,
+  // and how many versions the oldest of them lags (dsmd writes them; on a
+  // replica, as the origin's listing said). While lines wait, the writer
+  // publishes versions that change nothing, so that they can go.
+  alignas(64) std::atomic<uint64_t> managed_residual_lines;
+  std::atomic<uint64_t> managed_oldest_lag;
 
   // Counters for status and dsmctl (written by the writer process).
   alignas(64) std::atomic<uint64_t> publishes;

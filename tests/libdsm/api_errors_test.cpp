@@ -118,6 +118,39 @@ TEST_F(WithSession, BadNamesAndOptionsAreRejected) {
   EXPECT_NE(LastError().find("reader_buffers"), std::string::npos);
 }
 
+TEST_F(WithSession, BadManagedOptionsAreRejectedWithWhatToGive) {
+  void* p = nullptr;
+  EXPECT_EQ(dsm_alloc_managed("errors/managed", 4096, nullptr, nullptr, &p), DSM_ERR_INVALID);
+  EXPECT_NE(LastError().find("use dsm_alloc"), std::string::npos) << LastError();
+  dsm_managed_opts m{};
+  EXPECT_EQ(dsm_alloc_managed("errors/managed", 4096, nullptr, &m, &p), DSM_ERR_INVALID);
+  EXPECT_NE(LastError().find("budget_bytes_per_s is 0"), std::string::npos) << LastError();
+  m.budget_bytes_per_s = 1 << 20;
+  m.element = 7;
+  EXPECT_EQ(dsm_alloc_managed("errors/managed", 4096, nullptr, &m, &p), DSM_ERR_INVALID);
+  EXPECT_NE(LastError().find("DSM_ELEMENT_FLOAT32"), std::string::npos) << LastError();
+  EXPECT_EQ(p, nullptr);
+  // Good options: a managed area; a plain one says it is not.
+  m.element = 0;
+  m.max_line_age = 5;
+  ASSERT_EQ(dsm_alloc_managed("errors/managed", 4096, nullptr, &m, &p), DSM_OK) << LastError();
+  dsm_managed_status st{};
+  ASSERT_EQ(dsm_status_managed(p, &st), DSM_OK);
+  EXPECT_EQ(st.managed, 1);
+  EXPECT_EQ(st.budget_bytes_per_s, uint64_t{1} << 20);
+  EXPECT_EQ(st.max_line_age, 5u);
+  EXPECT_EQ(st.residual_lines, 0u) << "no other host reads it";
+  void* plain = nullptr;
+  ASSERT_EQ(dsm_alloc("errors/plain", 4096, nullptr, &plain), DSM_OK);
+  ASSERT_EQ(dsm_status_managed(plain, &st), DSM_OK);
+  EXPECT_EQ(st.managed, 0);
+  EXPECT_EQ(dsm_status_managed(plain, nullptr), DSM_ERR_INVALID);
+  int on_stack = 0;
+  EXPECT_EQ(dsm_status_managed(&on_stack, &st), DSM_ERR_INVALID);
+  EXPECT_EQ(dsm_free(p), DSM_OK);
+  EXPECT_EQ(dsm_free(plain), DSM_OK);
+}
+
 TEST_F(WithSession, AFullRegionSaysSoAndKeepsWhatIsThere) {
   // 64 MiB of backing; a 4 MiB area takes 3 copies (writer + 2 reader buffers).
   constexpr size_t kArea = 4u << 20;

@@ -93,6 +93,38 @@ TEST(CppApi, TypedHandlesShareLoggedElementsAcrossProcesses) {
   EXPECT_TRUE(b->unknown_has_message);
 }
 
+TEST(CppApi, ManagedAreasAreAllocatedAndReportTheirBudget) {
+  testing::DsmdProcess daemon;
+  ASSERT_TRUE(daemon.ok());
+  const std::string socket = daemon.socket_path();
+  const pid_t writer = Spawn([&] {
+    dsm::Session s(socket);
+    if (!s) return 1;
+    dsm_managed_opts m{};
+    m.budget_bytes_per_s = 1'000'000;
+    m.max_line_age = 3;
+    auto w = dsm::alloc_managed<float>("cpp/managed", 4096, m);
+    if (!w || w.size() != 4096) return 2;
+    w[10] = 1.0f;
+    if (!w.publish().ok()) return 3;
+    dsm_managed_status st{};
+    if (!w.managed_status(&st).ok() || !st.managed || st.budget_bytes_per_s != 1'000'000 ||
+        st.max_line_age != 3) {
+      return 4;
+    }
+    // No budget: refused with the library's message, no area.
+    m.budget_bytes_per_s = 0;
+    auto bad = dsm::alloc_managed<float>("cpp/bad", 16, m);
+    if (bad || bad.creation_status().code() != DSM_ERR_INVALID ||
+        bad.creation_status().message().find("budget_bytes_per_s") == std::string::npos) {
+      return 5;
+    }
+    if (bad.managed_status(&st).code() != DSM_ERR_INVALID) return 6;
+    return 0;
+  });
+  EXPECT_EQ(Reap(writer, 30000), 0);
+}
+
 TEST(CppApi, ASessionWithoutDaemonSaysSo) {
   dsm::Session s(std::string("/tmp/dsm-no-daemon-here.sock"));
   EXPECT_FALSE(s);

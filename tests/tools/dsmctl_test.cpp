@@ -231,9 +231,10 @@ TEST(Dsmctl, PrivateDaemonShowsKnownAreasInTableAndJson) {
     uint64_t version = 0;
     double stale = 0;
     int readers = -1;
-    std::string tracking, xxh3;
+    std::string tracking, waiting, xxh3;
     cols >> name >> state >> host >> replica >> size >> version >> stale >> readers >> tracking >>
-        xxh3;
+        waiting >> xxh3;
+    EXPECT_EQ(waiting, "-") << "not a managed area";
     EXPECT_EQ(state, "live");
     EXPECT_EQ(tracking, "log");  // explicit logging: no page tracker
     EXPECT_EQ(replica, "no");
