@@ -1,5 +1,7 @@
 #include "coherence/managed_selection.h"
 
+#include <emmintrin.h>
+
 #include <algorithm>
 #include <bit>
 #include <cmath>
@@ -14,6 +16,47 @@ namespace {
 // is then a very large relative change, not a division by zero.
 constexpr float kTinyMagnitude = std::numeric_limits<float>::min();
 
+// One element's priority: 0 for the same bits; |x - y| / max(|y|, tiny) for
+// a finite change, never below the smallest float (different bits are a
+// change, +0 and -0 too: the replica must end up byte-identical); infinite
+// if either is not finite.
+float ElementPriority(float x, float y) {
+  if (std::bit_cast<uint32_t>(x) == std::bit_cast<uint32_t>(y)) return 0.0f;
+  if (!std::isfinite(x) || !std::isfinite(y)) return std::numeric_limits<float>::infinity();
+  const float relative = std::fabs(x - y) / std::max(std::fabs(y), kTinyMagnitude);
+  return std::max(relative, std::numeric_limits<float>::denorm_min());
+}
+
+// The same for a whole line, sixteen floats four at a time, without
+// branches: a dense update ranks every line of the area at every version.
+float LinePriority(const uint8_t* now, const uint8_t* had) {
+  const __m128 sign = _mm_set1_ps(-0.0f);
+  const __m128 tiny = _mm_set1_ps(kTinyMagnitude);
+  const __m128 least = _mm_set1_ps(std::numeric_limits<float>::denorm_min());
+  const __m128 inf = _mm_set1_ps(std::numeric_limits<float>::infinity());
+  __m128 most = _mm_setzero_ps();
+  __m128 nonfinite = _mm_setzero_ps();
+  for (size_t i = 0; i < kLineBytes; i += 16) {
+    const __m128 x = _mm_loadu_ps(reinterpret_cast<const float*>(now + i));
+    const __m128 y = _mm_loadu_ps(reinterpret_cast<const float*>(had + i));
+    const __m128i same = _mm_cmpeq_epi32(_mm_castps_si128(x), _mm_castps_si128(y));
+    const __m128 changed = _mm_castsi128_ps(_mm_xor_si128(same, _mm_set1_epi32(-1)));
+    const __m128 abs_x = _mm_andnot_ps(sign, x);
+    const __m128 abs_y = _mm_andnot_ps(sign, y);
+    // Not finite: |v| > largest float, or NaN (unordered with itself).
+    nonfinite = _mm_or_ps(nonfinite, _mm_and_ps(changed, _mm_or_ps(_mm_cmpnlt_ps(abs_x, inf),
+                                                                   _mm_cmpnlt_ps(abs_y, inf))));
+    nonfinite = _mm_or_ps(nonfinite, _mm_and_ps(changed, _mm_cmpunord_ps(x, y)));
+    const __m128 relative =
+        _mm_div_ps(_mm_andnot_ps(sign, _mm_sub_ps(x, y)), _mm_max_ps(abs_y, tiny));
+    most = _mm_max_ps(most, _mm_and_ps(changed, _mm_max_ps(relative, least)));
+  }
+  if (_mm_movemask_ps(nonfinite) != 0) return std::numeric_limits<float>::infinity();
+  most = _mm_max_ps(most, _mm_movehl_ps(most, most));
+  most = _mm_max_ss(most, _mm_shuffle_ps(most, most, 1));
+  return _mm_cvtss_f32(most);
+}
+
 }  // namespace
 
 ManagedSelection::ManagedSelection(size_t area_bytes, const ManagedParams& params)
@@ -22,40 +65,29 @@ ManagedSelection::ManagedSelection(size_t area_bytes, const ManagedParams& param
       params_(params),
       sent_(lines_ * kLineBytes, 0),
       priority_(lines_, 0.0f),
-      first_unsent_(lines_, 0) {}
+      first_unsent_(lines_, 0),
+      residual_((lines_ + 63) / 64, 0) {}
 
 float ManagedSelection::Priority(size_t line, const uint8_t* current) const {
   const size_t begin = line * kLineBytes;
   const size_t end = std::min(begin + kLineBytes, area_bytes_);
   const uint8_t* now = current + begin;
   const uint8_t* had = sent_.data() + begin;
+  if (end - begin == kLineBytes) return LinePriority(now, had);
+  // A partial last line: its whole floats, then any changed byte after them.
   const size_t elements = (end - begin) / sizeof(float);
   float most = 0.0f;
   for (size_t i = 0; i < elements; ++i) {
-    uint32_t now_bits, had_bits;
-    std::memcpy(&now_bits, now + i * sizeof(float), sizeof(float));
-    std::memcpy(&had_bits, had + i * sizeof(float), sizeof(float));
-    if (now_bits == had_bits) continue;
-    const float x = std::bit_cast<float>(now_bits);
-    const float y = std::bit_cast<float>(had_bits);
-    if (!std::isfinite(x) || !std::isfinite(y)) return std::numeric_limits<float>::infinity();
-    const float relative = std::fabs(x - y) / std::max(std::fabs(y), kTinyMagnitude);
-    // Different bits are a change, however small (+0 and -0 too): the
-    // replica must end up byte-identical.
-    most = std::max({most, relative, std::numeric_limits<float>::denorm_min()});
+    float x, y;
+    std::memcpy(&x, now + i * sizeof(float), sizeof(float));
+    std::memcpy(&y, had + i * sizeof(float), sizeof(float));
+    most = std::max(most, ElementPriority(x, y));
   }
   const size_t tail = elements * sizeof(float);
   if (std::memcmp(now + tail, had + tail, (end - begin) - tail) != 0) {
     return std::numeric_limits<float>::infinity();
   }
   return most;
-}
-
-void ManagedSelection::MarkSent(uint32_t line, const uint8_t* current) {
-  std::memcpy(sent_.data() + size_t{line} * kLineBytes, current + size_t{line} * kLineBytes,
-              kLineBytes);
-  first_unsent_[line] = 0;
-  priority_[line] = 0.0f;
 }
 
 ManagedChoice ManagedSelection::Select(uint64_t version, const LineSet& changed,
@@ -70,77 +102,82 @@ ManagedChoice ManagedSelection::Select(uint64_t version, const LineSet& changed,
       if (line >= lines_) break;
       const float p = Priority(line, current);
       priority_[line] = p;
+      uint64_t& word = residual_[line / 64];
+      const uint64_t bit = uint64_t{1} << (line % 64);
       if (p == 0.0f) {
-        first_unsent_[line] = 0;  // dropped from residual_ below
-      } else if (first_unsent_[line] == 0) {
+        residual_count_ -= (word & bit) != 0;
+        word &= ~bit;
+        first_unsent_[line] = 0;
+      } else if (!(word & bit)) {
+        word |= bit;
+        ++residual_count_;
         first_unsent_[line] = version;
-        residual_.push_back(static_cast<uint32_t>(line));
       }
     }
   });
 
   // Lines that would lag too long go now; the others compete for the budget.
+  // In address order, so that reading their state and copying them stream.
   ManagedChoice choice;
   candidates_.clear();
-  size_t kept = 0;
-  for (const uint32_t line : residual_) {
-    const uint64_t first = first_unsent_[line];
-    if (first == 0) continue;
-    if (first + params_.max_line_age <= version) {
-      send->AddLines(line, 1);
-      MarkSent(line, current);
-      ++choice.due_lines;
-      continue;
+  for (size_t w = 0; w < residual_.size(); ++w) {
+    for (uint64_t bits = residual_[w]; bits != 0; bits &= bits - 1) {
+      const auto line = static_cast<uint32_t>(w * 64 + static_cast<size_t>(std::countr_zero(bits)));
+      if (first_unsent_[line] + params_.max_line_age <= version) {
+        send->AddLines(line, 1);
+        ++choice.due_lines;
+      } else {
+        candidates_.push_back({priority_[line], line});
+      }
     }
-    residual_[kept++] = line;
-    candidates_.push_back({priority_[line], line});
   }
-  residual_.resize(kept);
-
   const size_t budget_lines = budget_bytes / kLineBytes;
   if (choice.due_lines > budget_lines) {
     choice.over_budget = (choice.due_lines - budget_lines) * kLineBytes;
   }
   const size_t room = budget_lines > choice.due_lines ? budget_lines - choice.due_lines : 0;
   const size_t take = std::min(room, candidates_.size());
-  if (take > 0) {
+  if (take > 0 && take < candidates_.size()) {
     // Highest priority first; equal priorities by line, so a run repeats.
     auto before = [](const Candidate& a, const Candidate& b) {
       return a.priority > b.priority || (a.priority == b.priority && a.line < b.line);
     };
-    if (take < candidates_.size()) {
-      std::nth_element(candidates_.begin(), candidates_.begin() + static_cast<ptrdiff_t>(take),
-                       candidates_.end(), before);
-    }
-    for (size_t i = 0; i < take; ++i) {
-      send->AddLines(candidates_[i].line, 1);
-      MarkSent(candidates_[i].line, current);
-    }
-    kept = 0;
-    for (const uint32_t line : residual_) {
-      if (first_unsent_[line] != 0) residual_[kept++] = line;
-    }
-    residual_.resize(kept);
+    std::nth_element(candidates_.begin(), candidates_.begin() + static_cast<ptrdiff_t>(take),
+                     candidates_.end(), before);
   }
+  for (size_t i = 0; i < take; ++i) send->AddLines(candidates_[i].line, 1);
+
+  // What goes becomes what readers have: copied in runs, in address order.
+  send->ForEachRun([&](size_t first, size_t count) {
+    std::memcpy(sent_.data() + first * kLineBytes, current + first * kLineBytes,
+                count * kLineBytes);
+    for (size_t line = first; line < first + count; ++line) {
+      residual_[line / 64] &= ~(uint64_t{1} << (line % 64));
+      first_unsent_[line] = 0;
+      priority_[line] = 0.0f;
+    }
+    residual_count_ -= count;
+  });
   choice.lines = choice.due_lines + take;
-  choice.residual = residual_.size();
+  choice.residual = residual_count_;
   return choice;
 }
 
 void ManagedSelection::Reset(const uint8_t* current) {
   std::memcpy(sent_.data(), current, sent_.size());
-  for (const uint32_t line : residual_) {
-    first_unsent_[line] = 0;
-    priority_[line] = 0.0f;
-  }
-  residual_.clear();
+  std::fill(residual_.begin(), residual_.end(), 0);
+  std::fill(first_unsent_.begin(), first_unsent_.end(), 0);
+  std::fill(priority_.begin(), priority_.end(), 0.0f);
+  residual_count_ = 0;
 }
 
 uint64_t ManagedSelection::OldestLag(uint64_t version) const {
   uint64_t oldest = 0;
-  for (const uint32_t line : residual_) {
-    const uint64_t first = first_unsent_[line];
-    if (first != 0 && (oldest == 0 || first < oldest)) oldest = first;
+  for (size_t w = 0; w < residual_.size(); ++w) {
+    for (uint64_t bits = residual_[w]; bits != 0; bits &= bits - 1) {
+      const uint64_t first = first_unsent_[w * 64 + static_cast<size_t>(std::countr_zero(bits))];
+      if (oldest == 0 || first < oldest) oldest = first;
+    }
   }
   return oldest == 0 || oldest > version ? 0 : version - oldest + 1;
 }

@@ -56,9 +56,9 @@ class ManagedSelection {
   // Readers now have `current` (a whole-area transfer): nothing waits.
   void Reset(const uint8_t* current);
 
-  size_t residual_lines() const { return residual_.size(); }
+  size_t residual_lines() const { return residual_count_; }
   // Line bytes waiting in the residual.
-  size_t residual_bytes() const { return residual_.size() * kLineBytes; }
+  size_t residual_bytes() const { return residual_count_ * kLineBytes; }
   // How many versions the oldest residual line lags at `version` (0: none).
   uint64_t OldestLag(uint64_t version) const;
   // What readers have once every chosen line arrived (whole lines).
@@ -73,15 +73,16 @@ class ManagedSelection {
   // infinite for a changed NaN or infinity, or changed bytes past the last
   // whole element of a partial line.
   float Priority(size_t line, const uint8_t* current) const;
-  void MarkSent(uint32_t line, const uint8_t* current);
 
   size_t area_bytes_;
   size_t lines_;
   ManagedParams params_;
   std::vector<uint8_t> sent_;
-  std::vector<float> priority_;         // per line, valid while it is residual
-  std::vector<uint64_t> first_unsent_;  // per line: version of its oldest unsent change; 0: none
-  std::vector<uint32_t> residual_;      // lines with first_unsent_ != 0, unordered
+  std::vector<float> priority_;  // per line, valid while it waits
+  std::vector<uint64_t>
+      first_unsent_;                // per line, while it waits: its oldest unsent change's version
+  std::vector<uint64_t> residual_;  // bit per line: it waits
+  size_t residual_count_ = 0;
   struct Candidate {
     float priority;
     uint32_t line;

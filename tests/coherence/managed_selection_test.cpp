@@ -8,8 +8,10 @@
 #include <xxhash.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstring>
+#include <iterator>
 #include <limits>
 #include <random>
 #include <vector>
@@ -280,6 +282,67 @@ TEST(ManagedSelectionTest, ResetMeansReadersHoldTheGivenBytes) {
   EXPECT_EQ(s.Select(2, changed, reinterpret_cast<const uint8_t*>(area.data()), 0, &send).residual,
             0u)
       << "a line equal to what readers have does not wait";
+}
+
+// The priority of whole lines (computed four floats at a time) against a
+// plain scalar statement of it, on random bit patterns: NaNs, infinities,
+// subnormals, both zeros, tiny and huge values, and unchanged elements.
+TEST(ManagedSelectionTest, WholeLinePriorityMatchesTheScalarDefinition) {
+  auto expected = [](const float* now, const float* had) {
+    float most = 0.0f;
+    for (size_t i = 0; i < kFloatsPerLine; ++i) {
+      uint32_t a, b;
+      std::memcpy(&a, &now[i], 4);
+      std::memcpy(&b, &had[i], 4);
+      if (a == b) continue;
+      if (!std::isfinite(now[i]) || !std::isfinite(had[i])) {
+        return std::numeric_limits<float>::infinity();
+      }
+      const float rel = std::fabs(now[i] - had[i]) /
+                        std::max(std::fabs(had[i]), std::numeric_limits<float>::min());
+      most = std::max({most, rel, std::numeric_limits<float>::denorm_min()});
+    }
+    return most;
+  };
+  std::mt19937_64 rng(17);
+  const float specials[] = {0.0f,
+                            -0.0f,
+                            std::numeric_limits<float>::quiet_NaN(),
+                            std::numeric_limits<float>::infinity(),
+                            -std::numeric_limits<float>::infinity(),
+                            std::numeric_limits<float>::denorm_min(),
+                            std::numeric_limits<float>::min(),
+                            std::numeric_limits<float>::max(),
+                            -std::numeric_limits<float>::max(),
+                            1.0f,
+                            -1.0f,
+                            1e-30f};
+  auto draw = [&]() {
+    switch (rng() % 4) {
+      case 0:
+        return specials[rng() % std::size(specials)];
+      case 1:
+        return std::bit_cast<float>(static_cast<uint32_t>(rng()));
+      default:
+        return std::uniform_real_distribution<float>(-2.0f, 2.0f)(rng);
+    }
+  };
+  constexpr size_t kLines = 4096;
+  std::vector<float> had(kLines * kFloatsPerLine), now(kLines * kFloatsPerLine);
+  for (size_t i = 0; i < had.size(); ++i) {
+    had[i] = draw();
+    now[i] = rng() % 3 == 0 ? had[i] : draw();
+  }
+  ManagedSelection s(kLines * kLineBytes, {.max_line_age = 100});
+  LineSet all(kLines * kLineBytes), send(kLines * kLineBytes);
+  all.AddAll();
+  s.Reset(reinterpret_cast<const uint8_t*>(had.data()));
+  s.Select(1, all, reinterpret_cast<const uint8_t*>(now.data()), 0, &send);
+  for (size_t line = 0; line < kLines; ++line) {
+    const float want = expected(&now[line * kFloatsPerLine], &had[line * kFloatsPerLine]);
+    ASSERT_EQ(std::bit_cast<uint32_t>(s.priority(line)), std::bit_cast<uint32_t>(want))
+        << "line " << line << ": " << s.priority(line) << " vs " << want;
+  }
 }
 
 TEST(ManagedSelectionTest, PartialLastLineComparesOnlyTheAreasBytes) {
