@@ -239,7 +239,8 @@ const LineSet& AreaExport::SelectManaged(uint64_t version, uint64_t now_ns) {
     counters_->managed_over_budget_bytes += c.over_budget;
     counters_->managed_lines_deferred += c.residual;
   }
-  host_->ManagedResidual(managed_->residual_lines(), managed_->OldestLag(managed_collects_));
+  host_->ManagedResidual(version, managed_->residual_lines(),
+                         managed_->OldestLag(managed_collects_));
   return selected_;
 }
 

@@ -96,12 +96,12 @@ class ExportHost {
   // The writer waits for the stage to post its next version.
   virtual bool StageWanted() { return false; }
 
-  // Managed areas (AreaExport::SetManaged): lines of published versions
-  // not sent yet, and how many collected versions (the ones replicas see)
-  // the oldest of them lags. While
+  // Managed areas (AreaExport::SetManaged): as of collected version
+  // `version`, lines of published versions not sent yet, and how many
+  // collected versions (the ones replicas see) the oldest of them lags. While
   // lines wait, the writer publishes a version even with nothing changed,
   // so that they can go.
-  virtual void ManagedResidual(uint64_t /*lines*/, uint64_t /*oldest_lag*/) {}
+  virtual void ManagedResidual(uint64_t /*version*/, uint64_t /*lines*/, uint64_t /*oldest_lag*/) {}
 };
 
 // The device, as one area's frames see it.

@@ -72,10 +72,12 @@ struct SyncParams {
   // export log (it copies at memory speed: a 64 MiB area takes ~10 ms);
   // longer, and the collect is retried later.
   uint64_t export_wait_ns = 50'000'000;
-  // A managed area's budget (dsm_managed_opts.budget_bytes_per_s) may be
-  // spent in bursts of this many of its sync intervals' worth: a version
-  // collected after a pause carries what accrued meanwhile, up to this.
-  uint32_t managed_burst_intervals = 4;
+  // A managed area's budget (dsm_managed_opts.budget_bytes_per_s) accrues
+  // for at most this long: a version collected after a pause carries what
+  // accrued meanwhile, up to this. Not the sync interval: versions are
+  // collected once the hosts acknowledged the last, often a training step
+  // (30-40 ms) apart.
+  uint64_t managed_burst_ns = 100'000'000;
 };
 
 }  // namespace dsm

@@ -116,6 +116,7 @@ struct __attribute__((packed)) DirectoryEntry {
   uint32_t managed_element;
   uint64_t managed_residual_lines;
   uint64_t managed_oldest_lag;
+  uint64_t managed_residual_version;  // the version those two are as of
 };
 
 enum class DropReason : uint8_t {

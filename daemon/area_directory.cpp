@@ -382,6 +382,7 @@ void AreaDirectory::StartArea(uint32_t index, const AreaLayout& l, uint64_t now_
   a.managed_element = l.managed_element;
   a.managed_residual_lines.store(0);
   a.managed_oldest_lag.store(0);
+  a.managed_residual_version.store(0);
   a.export_enabled.store(0);
   a.export_index.store(0);
   a.export_seq.store(0);

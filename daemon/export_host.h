@@ -41,9 +41,10 @@ class ShmExportHost : public ExportHost, public ExportFrameOut {
     if (stage_) stage_->ReleaseClaim();
   }
   bool StageWanted() override { return stage_ && stage_->Wanted(); }
-  void ManagedResidual(uint64_t lines, uint64_t oldest_lag) override {
+  void ManagedResidual(uint64_t version, uint64_t lines, uint64_t oldest_lag) override {
     area_.managed_residual_lines.store(lines, std::memory_order_relaxed);
     area_.managed_oldest_lag.store(oldest_lag, std::memory_order_relaxed);
+    area_.managed_residual_version.store(version, std::memory_order_release);
   }
 
   // The area's stage, if its writer hands versions over there.

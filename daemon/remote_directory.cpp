@@ -55,6 +55,7 @@ void RemoteSync::SendDirectory(uint64_t now_ns) {
     d.managed_max_line_age = a.managed_max_line_age;
     d.managed_element = a.managed_element;
     d.managed_residual_lines = a.managed_residual_lines.load(std::memory_order_relaxed);
+    d.managed_residual_version = a.managed_residual_version.load(std::memory_order_acquire);
     d.managed_oldest_lag = a.managed_oldest_lag.load(std::memory_order_relaxed);
     entries.push_back(d);
   }
@@ -109,6 +110,7 @@ void RemoteSync::OnDirectory(const wire::Frame& f, uint16_t host, uint64_t now_n
       AreaControl& a = segment_->areas[r->local_index];
       a.managed_residual_lines.store(d.managed_residual_lines, std::memory_order_relaxed);
       a.managed_oldest_lag.store(d.managed_oldest_lag, std::memory_order_relaxed);
+      a.managed_residual_version.store(d.managed_residual_version, std::memory_order_release);
       if (r->host->named() && UnpackLatest(a.latest.load()).version >= d.latest_version) {
         a.confirmed_ns.store(now_ns > d.confirmed_age_ns ? now_ns - d.confirmed_age_ns : 0);
       }

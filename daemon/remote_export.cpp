@@ -52,12 +52,11 @@ void RemoteSync::OnSubscribe(const wire::Frame& f, uint16_t host, uint64_t now_n
       ManagedExport managed;
       managed.selection.max_line_age = a.managed_max_line_age;
       managed.bytes_per_second = a.managed_budget_bytes_per_s;
-      // Bursts of a few sync intervals' worth, and at least a frame's.
-      const double per_interval = static_cast<double>(a.managed_budget_bytes_per_s) *
-                                  static_cast<double>(a.sync_interval_ns) / 1e9;
+      // Bursts of managed_burst_ns' worth, and at least a frame's.
+      const double burst = static_cast<double>(a.managed_budget_bytes_per_s) *
+                           static_cast<double>(params_.managed_burst_ns) / 1e9;
       managed.burst_bytes =
-          std::max<uint64_t>(static_cast<uint64_t>(per_interval * params_.managed_burst_intervals),
-                             transport_->max_payload_bytes());
+          std::max<uint64_t>(static_cast<uint64_t>(burst), transport_->max_payload_bytes());
       e.area->SetManaged(managed, now_ns);
     }
     e.marks = timeline_.ForArea(config_.host_id, index, a.generation);

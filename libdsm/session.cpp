@@ -432,8 +432,10 @@ int ClientSession::ManagedStatus(const void* area, dsm_managed_status* st) {
   st->managed = 1;
   st->max_line_age = c->managed_max_line_age;
   st->budget_bytes_per_s = c->managed_budget_bytes_per_s;
+  st->as_of_version = c->managed_residual_version.load(std::memory_order_acquire);
   st->residual_lines = c->managed_residual_lines.load(std::memory_order_relaxed);
   st->oldest_lag = c->managed_oldest_lag.load(std::memory_order_relaxed);
+  st->exported = c->is_replica != 0 || c->export_enabled.load() != 0;
   return DSM_OK;
 }
 

@@ -100,7 +100,8 @@ int WriterArea::Publish(uint64_t now_ns) {
     TakeOverBuffers();
   }
   if (tracker_) LogWrittenLines();
-  if (log_.Empty() && !ManagedLinesWait()) {
+  NoteChanges(now_ns);
+  if (log_.Empty() && !ManagedTopUpDue(now_ns)) {
     // Nothing changed: what readers have is the writer's state as of now.
     control_->confirmed_ns.store(now_ns);
     return DSM_OK;
@@ -133,7 +134,8 @@ int WriterArea::Publish(uint64_t now_ns) {
 }
 
 int WriterArea::PublishStaged(uint64_t now_ns) {
-  if (log_.Empty() && !stage_->Withdrawn() && !ManagedLinesWait()) {
+  NoteChanges(now_ns);
+  if (log_.Empty() && !stage_->Withdrawn() && !ManagedTopUpDue(now_ns)) {
     // Nothing changed: once dsmd has written the last version, what readers
     // have is the writer's state as of now.
     if (stage_->Drained()) control_->confirmed_ns.store(now_ns);
@@ -147,6 +149,32 @@ int WriterArea::PublishStaged(uint64_t now_ns) {
   // the next one, under the next number.
   if (rc == DSM_OK) version_ = version;
   return rc;
+}
+
+namespace {
+
+// A writer has stopped changing a managed area once it published no change
+// for this many of its gaps between changes, and at least this many sync
+// intervals: a training loop's waits between steps do not count.
+constexpr uint64_t kManagedIdleGaps = 2;
+constexpr uint64_t kManagedIdleIntervals = 4;
+
+}  // namespace
+
+void WriterArea::NoteChanges(uint64_t now_ns) {
+  if (log_.Empty() || now_ns == last_change_ns_) return;
+  if (last_change_ns_ != 0) change_gap_ns_ = now_ns - last_change_ns_;
+  last_change_ns_ = now_ns;
+}
+
+bool WriterArea::ManagedTopUpDue(uint64_t now_ns) const {
+  if (control_->managed_budget_bytes_per_s == 0 ||
+      control_->managed_residual_lines.load(std::memory_order_relaxed) == 0) {
+    return false;
+  }
+  const uint64_t idle = std::max(kManagedIdleGaps * change_gap_ns_,
+                                 kManagedIdleIntervals * control_->sync_interval_ns);
+  return now_ns - last_change_ns_ >= idle;
 }
 
 void WriterArea::TakeOverBuffers() {

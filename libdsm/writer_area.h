@@ -39,12 +39,11 @@ class WriterArea {
   bool staged() const { return stage_ != nullptr; }
   // Whether the sync interval has elapsed since the last publish.
   bool Due(uint64_t now_ns) const { return now_ns >= next_sync_ns_; }
-  // A managed area's dsmd holds changed lines back (dsm_alloc_managed): a
-  // publish then makes a version even with nothing changed, so they can go.
-  bool ManagedLinesWait() const {
-    return control_->managed_budget_bytes_per_s != 0 &&
-           control_->managed_residual_lines.load(std::memory_order_relaxed) != 0;
-  }
+  // A managed area's dsmd holds changed lines back (dsm_alloc_managed) and
+  // the writer has stopped changing the area: a publish then makes a version
+  // with nothing changed, so they can go. (While it keeps changing the area,
+  // they go with its versions.)
+  bool ManagedTopUpDue(uint64_t now_ns) const;
 
   uint64_t version() const { return version_; }
   ChangeLog& log() { return log_; }
@@ -73,6 +72,10 @@ class WriterArea {
   std::unique_ptr<WriterStage> stage_;    // null: the writer writes the buffers itself
   uint64_t version_ = 0;
   uint64_t next_sync_ns_ = 0;
+  // When the last publish with changes began, and the gap before it.
+  uint64_t last_change_ns_ = 0;
+  uint64_t change_gap_ns_ = 0;
+  void NoteChanges(uint64_t now_ns);
 };
 
 }  // namespace dsm

@@ -101,6 +101,12 @@ struct Options {
   int blas_threads = 1;
   uint32_t reader_buffers = 3;
   bool quiet = false;
+  // Managed sync (dsm_alloc_managed): the own update reaches each other host
+  // within this many MB/s, its largest relative changes first; 0: whole.
+  double managed_mbps = 0;
+  uint32_t max_line_age = 8;
+  // The model is w0 + the mean of the workers' updates rather than their sum.
+  bool average = false;
 };
 
 // Per-step measurements, kept for the JSON summary.
@@ -167,11 +173,33 @@ class Trainer {
   bool WriteJson(const std::vector<EpochRecord>& epochs, double total_s) const;
   // Version this worker sees of worker j's update. Cannot fail: the handle was
   // checked at attach and the session outlives the trainer.
+  // Managed sync: versions of a managed area also carry lines that waited,
+  // so steps are counted by a small area of their own ("<prefix>/step/<k>",
+  // one version per step) and VersionOf reads that.
   uint64_t VersionOf(int j) const {
+    uint64_t v = 0;
+    if (managed()) {
+      others_steps_[static_cast<size_t>(j)].version(&v);
+    } else {
+      others_[static_cast<size_t>(j)].version(&v);
+    }
+    return v;
+  }
+  uint64_t DeltaVersionOf(int j) const {
     uint64_t v = 0;
     others_[static_cast<size_t>(j)].version(&v);
     return v;
   }
+  bool managed() const { return o_.managed_mbps > 0; }
+  // Managed sync, after the last step: waits until this host's dsmd sent
+  // every line of the own update (calling dsm_service, which publishes what
+  // waits), then tells the others at which version it did (step area [1]).
+  bool ConvergeOwn(uint64_t steps);
+  // ... and waits until this process sees every other worker's update at
+  // the version it converged at.
+  bool WaitOthersConverged(uint64_t steps);
+  // Publishes the step area: `steps` done, `converged_at` as above.
+  bool PublishSteps(uint64_t steps, uint64_t converged_at);
 
   Options o_;
   fmnist::Model model_;
@@ -183,6 +211,9 @@ class Trainer {
   std::vector<float> w0_, params_, velocity_, grad_;
   dsm::Writable<float> own_;
   std::vector<dsm::Readable<float>> others_;  // indexed by worker; empty handle at own rank
+  // Managed sync: step counts (and converged versions) of this worker and the others.
+  dsm::Writable<uint64_t> own_steps_;
+  std::vector<dsm::Readable<uint64_t>> others_steps_;
   std::vector<StepRecord> steps_;
   uint64_t publish_retries_ = 0;
   std::string area_name_;
@@ -233,7 +264,15 @@ bool Trainer::SetUpAreas() {
   // publish into, so the daemons replicating the area never wait for it.
   dsm_alloc_opts opts{};
   opts.reader_buffers = o_.reader_buffers;
-  own_ = dsm::alloc<float>(area_name_, model_.num_params(), &opts);
+  if (managed()) {
+    dsm_managed_opts m{};
+    m.budget_bytes_per_s = static_cast<uint64_t>(o_.managed_mbps * 1e6);
+    m.max_line_age = o_.max_line_age;
+    m.element = DSM_ELEMENT_FLOAT32;
+    own_ = dsm::alloc_managed<float>(area_name_, model_.num_params(), m, &opts);
+  } else {
+    own_ = dsm::alloc<float>(area_name_, model_.num_params(), &opts);
+  }
   if (!own_) {
     std::fprintf(stderr, "fashion_mnist: cannot allocate '%s' (%zu floats): %s\n",
                  area_name_.c_str(), model_.num_params(),
@@ -247,6 +286,17 @@ bool Trainer::SetUpAreas() {
   // The writer copy of a new area is not promised to be zero: clear it. Readers
   // ignore an area until its first version, so nothing needs publishing here.
   std::memset(own_.data(), 0, model_.num_params() * sizeof(float));
+  if (managed()) {
+    const std::string steps_name = o_.prefix + "/step/" + std::to_string(o_.rank);
+    own_steps_ = dsm::alloc<uint64_t>(steps_name, 8);
+    if (!own_steps_) {
+      std::fprintf(stderr, "fashion_mnist: cannot allocate '%s': %s\n", steps_name.c_str(),
+                   own_steps_.creation_status().ToString().c_str());
+      return false;
+    }
+    std::memset(own_steps_.data(), 0, 8 * sizeof(uint64_t));
+    others_steps_.resize(static_cast<size_t>(o_.workers));
+  }
 
   others_.resize(static_cast<size_t>(o_.workers));
   const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(o_.attach_timeout_s * 1000));
@@ -268,17 +318,31 @@ bool Trainer::SetUpAreas() {
       return false;
     }
     others_[static_cast<size_t>(j)] = std::move(r);
+    if (managed()) {
+      const std::string steps_name = o_.prefix + "/step/" + std::to_string(j);
+      auto sr = dsm::attach<uint64_t>(steps_name, timeout);
+      if (!sr) {
+        std::fprintf(stderr,
+                     "fashion_mnist: worker %d: cannot attach '%s': %s (do all workers "
+                     "run with --managed-mbps?)\n",
+                     o_.rank, steps_name.c_str(), sr.creation_status().ToString().c_str());
+        return false;
+      }
+      others_steps_[static_cast<size_t>(j)] = std::move(sr);
+    }
   }
   return true;
 }
 
 void Trainer::AssembleView() {
   const int n = static_cast<int>(model_.num_params());
+  // --average: the mean of the workers' updates, as if each step's rate were lr / W.
+  const float scale = o_.average ? 1.f / static_cast<float>(o_.workers) : 1.f;
   std::copy(w0_.begin(), w0_.end(), params_.begin());
-  cblas_saxpy(n, 1.f, own_.data(), 1, params_.data(), 1);
+  cblas_saxpy(n, scale, own_.data(), 1, params_.data(), 1);
   for (int j = 0; j < o_.workers; ++j) {
-    if (j == o_.rank || VersionOf(j) == 0) continue;  // version 0: nothing published yet
-    cblas_saxpy(n, 1.f, others_[static_cast<size_t>(j)].data(), 1, params_.data(), 1);
+    if (j == o_.rank || DeltaVersionOf(j) == 0) continue;  // version 0: nothing published yet
+    cblas_saxpy(n, scale, others_[static_cast<size_t>(j)].data(), 1, params_.data(), 1);
   }
 }
 
@@ -295,6 +359,7 @@ bool Trainer::Publish(uint64_t v) {
     ++publish_retries_;  // local readers hold every spare buffer: they move on at their next sync
     std::this_thread::sleep_for(std::chrono::microseconds(200));
   }
+  if (managed()) return PublishSteps(v, 0);
   uint64_t published = 0;
   if (const dsm::Status st = own_.version(&published); !st.ok()) {
     std::fprintf(stderr, "fashion_mnist: worker %d: version of '%s': %s\n", o_.rank,
@@ -310,12 +375,88 @@ bool Trainer::Publish(uint64_t v) {
   return true;
 }
 
+bool Trainer::PublishSteps(uint64_t steps, uint64_t converged_at) {
+  own_steps_.data()[0] = steps;
+  own_steps_.data()[1] = converged_at;
+  const auto deadline = Clock::now() + std::chrono::duration<double>(o_.wait_timeout_s);
+  dsm::Status st;
+  if (!own_steps_.log(0, 2).ok()) return false;
+  while (!(st = own_steps_.publish()).ok()) {
+    if (st.code() != DSM_ERR_BUSY || Clock::now() > deadline) {
+      std::fprintf(stderr,
+                   "fashion_mnist: worker %d: publishing its step count %" PRIu64 " failed: %s\n",
+                   o_.rank, steps, st.ToString().c_str());
+      return false;
+    }
+    ++publish_retries_;
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+  uint64_t v = 0;
+  own_steps_.version(&v);
+  if (v != steps) {
+    std::fprintf(stderr,
+                 "fashion_mnist: worker %d: its step area is at version %" PRIu64
+                 " after step %" PRIu64 "; expected one version per step\n",
+                 o_.rank, v, steps);
+    return false;
+  }
+  return true;
+}
+
+bool Trainer::ConvergeOwn(uint64_t steps) {
+  const auto deadline = Clock::now() + std::chrono::duration<double>(o_.wait_timeout_s);
+  uint64_t at = 0;
+  for (;;) {
+    // A due dsm_service publishes a version with nothing changed while
+    // lines wait, so that they can go.
+    dsm_service();
+    own_.version(&at);
+    dsm_managed_status st{};
+    if (const dsm::Status s = own_.managed_status(&st); !s.ok()) {
+      Fail("managed status", s);
+      return false;
+    }
+    if (!st.exported || (st.as_of_version == at && st.residual_lines == 0)) break;
+    if (Clock::now() > deadline) {
+      std::fprintf(stderr,
+                   "fashion_mnist: worker %d: %" PRIu64
+                   " lines of its update still "
+                   "wait to be sent after %.0f s (raise --managed-mbps?)\n",
+                   o_.rank, st.residual_lines, o_.wait_timeout_s);
+      return false;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return PublishSteps(steps + 1, at);
+}
+
+bool Trainer::WaitOthersConverged(uint64_t steps) {
+  if (!WaitOthers(steps + 1, "final barrier (every worker's update sent whole)")) return false;
+  dsm_service();  // the step areas' newest versions, with the versions to wait for
+  const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(o_.wait_timeout_s * 1000));
+  for (int j = 0; j < o_.workers; ++j) {
+    if (j == o_.rank) continue;
+    const uint64_t at = others_steps_[static_cast<size_t>(j)][1];
+    if (const dsm::Status st = others_[static_cast<size_t>(j)].wait_version(at, timeout);
+        !st.ok()) {
+      std::fprintf(stderr,
+                   "fashion_mnist: worker %d: worker %d's update never reached version "
+                   "%" PRIu64 " here: %s\n",
+                   o_.rank, j, at, st.ToString().c_str());
+      return false;
+    }
+  }
+  return true;
+}
+
 bool Trainer::WaitOthers(uint64_t v, const char* why, double timeout_s, bool fatal) {
   if (timeout_s < 0) timeout_s = o_.wait_timeout_s;
   const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000));
   for (int j = 0; j < o_.workers; ++j) {
     if (j == o_.rank || VersionOf(j) >= v) continue;
-    const dsm::Status st = others_[static_cast<size_t>(j)].wait_version(v, timeout);
+    const dsm::Status st = managed()
+                               ? others_steps_[static_cast<size_t>(j)].wait_version(v, timeout)
+                               : others_[static_cast<size_t>(j)].wait_version(v, timeout);
     if (!st.ok()) {
       dsm_area_status as{};
       others_[static_cast<size_t>(j)].area_status(&as);
@@ -506,12 +647,21 @@ int Trainer::Run() {
     const bool last = epoch == o_.epochs;
     if (last) {
       if (!WaitOthers(t, "final barrier (every worker's last update)")) return 1;
-      // Version t+1, same content: "I hold every worker's final update". A worker
-      // leaves only when all others said so (below): a version published just
-      // before its writer exits may never leave the host (see the README), so no
-      // worker exits while another may still need its last update.
-      own_.log(0, 1);
-      if (!Publish(t + 1)) return 1;
+      if (managed()) {
+        // Every line of every update reaches every host before the final
+        // evaluation: step mark t+1 says "all of mine went out", t+2 "I hold
+        // everyone's".
+        if (!ConvergeOwn(t) || !WaitOthersConverged(t)) return 1;
+        if (!PublishSteps(t + 2, own_steps_.data()[1])) return 1;
+      } else {
+        // Version t+1, same content: "I hold every worker's final update". A
+        // worker leaves only when all others said so (below): a version
+        // published just before its writer exits may never leave the host
+        // (see the README), so no worker exits while another may still need
+        // its last update.
+        own_.log(0, 1);
+        if (!Publish(t + 1)) return 1;
+      }
     }
     uint64_t seen_end = 0;  // training steps of the others seen (not their done marks)
     for (int j = 0; j < o_.workers; ++j) seen_end += j == o_.rank ? 0 : std::min(VersionOf(j), t);
@@ -540,7 +690,7 @@ int Trainer::Run() {
   if (!o_.json.empty() && !WriteJson(epochs, total_s)) return 1;
   // Stay until every other worker holds the final model (their version t+1). Not
   // an error past the timeout: this worker has everything; another may be slow.
-  WaitOthers(t + 1, "leaving (other workers' done marks)",
+  WaitOthers(managed() ? t + 2 : t + 1, "leaving (other workers' done marks)",
              std::min(o_.wait_timeout_s, kLeaveTimeoutS), /*fatal=*/false);
   return 0;
 }
@@ -565,6 +715,9 @@ bool Trainer::WriteJson(const std::vector<EpochRecord>& epochs, double total_s) 
                  {"steps_per_epoch", steps_per_epoch_},
                  {"test_examples", test_x_.size() / model_.input_dim()},
                  {"area", area_name_},
+                 {"managed_mbps", o_.managed_mbps},
+                 {"max_line_age", o_.max_line_age},
+                 {"average", o_.average},
                  {"area_bytes", model_.num_params() * sizeof(float)}};
   double compute = 0, publish = 0, wait = 0, eval = 0;
   json ep = json::array();
@@ -679,6 +832,17 @@ int main(int argc, char** argv) {
                  "many times per epoch, for the accuracy curve (the last at the epoch's end)")
       ->check(CLI::Range(1, 100));
   app.add_flag("--quiet", o.quiet, "only the per-epoch lines");
+  app.add_option("--managed-mbps", o.managed_mbps,
+                 "managed sync: send the own update to each "
+                 "other host within this many MB/s, largest relative changes first (0: whole)")
+      ->check(CLI::Range(0.0, 1e6));
+  app.add_option("--max-line-age", o.max_line_age,
+                 "managed sync: versions a changed line may "
+                 "wait")
+      ->check(CLI::Range(0, 1000000));
+  app.add_flag("--average", o.average,
+               "the model is w0 + the mean of the workers' updates "
+               "(not their sum): --lr then needs no division by --workers");
   CLI11_PARSE(app, argc, argv);
   if (o.rank >= o.workers) {
     std::fprintf(stderr, "fashion_mnist: --rank %d is not below --workers %d\n", o.rank, o.workers);

@@ -146,6 +146,8 @@ typedef struct dsm_managed_status {
   uint64_t budget_bytes_per_s;
   uint64_t residual_lines; /* changed lines not sent yet, as the writer's host last said */
   uint64_t oldest_lag;     /* versions the oldest of them lags (0: none waits) */
+  uint64_t as_of_version;  /* the version those two are as of (0: none sent yet) */
+  uint8_t exported;        /* another host reads the area (else nothing waits) */
 } dsm_managed_status;
 
 /* Fills *st with how a managed area's versions are sent, on any host. */

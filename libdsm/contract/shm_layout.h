@@ -124,6 +124,8 @@ struct alignas(64) AreaControl {
   // publishes versions that change nothing, so that they can go.
   alignas(64) std::atomic<uint64_t> managed_residual_lines;
   std::atomic<uint64_t> managed_oldest_lag;
+  // The version those two are as of (stored after them, release).
+  std::atomic<uint64_t> managed_residual_version;
 
   // Counters for status and dsmctl (written by the writer process).
   alignas(64) std::atomic<uint64_t> publishes;

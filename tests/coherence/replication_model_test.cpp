@@ -327,7 +327,7 @@ class WriterHost : public ExportHost, public ExportFrameOut {
     }
   }
   bool StageWanted() override { return stage_wanted_; }
-  void ManagedResidual(uint64_t lines, uint64_t) override { residual_lines = lines; }
+  void ManagedResidual(uint64_t, uint64_t lines, uint64_t) override { residual_lines = lines; }
   uint64_t residual_lines = 0;  // as the export last reported
 
   // ---- ExportFrameOut
