@@ -57,6 +57,10 @@ float LinePriority(const uint8_t* now, const uint8_t* had) {
   return _mm_cvtss_f32(most);
 }
 
+void AddLine(LineSet* set, size_t line) {
+  set->AddMask(line / kLinesPerPage, uint64_t{1} << (line % kLinesPerPage));
+}
+
 }  // namespace
 
 ManagedSelection::ManagedSelection(size_t area_bytes, const ManagedParams& params)
@@ -88,6 +92,41 @@ float ManagedSelection::Priority(size_t line, const uint8_t* current) const {
     return std::numeric_limits<float>::infinity();
   }
   return most;
+}
+
+void ManagedSelection::ChooseHighest(size_t take, LineSet* send) {
+  if (take == 0) return;
+  if (take >= candidates_.size()) {
+    for (const Candidate& c : candidates_) AddLine(send, c.line);
+    return;
+  }
+  // A radix select: priorities are never negative or NaN, so they order as
+  // their bits. Count them by their top 16 bits, find the bucket the
+  // take-th highest falls in; every candidate above it goes, and of that
+  // bucket the highest (equal ones by line) make up the rest.
+  histogram_.assign(size_t{1} << 16, 0);
+  for (const Candidate& c : candidates_) ++histogram_[std::bit_cast<uint32_t>(c.priority) >> 16];
+  size_t above = 0;
+  uint32_t bucket = (1u << 16) - 1;
+  while (above + histogram_[bucket] < take) above += histogram_[bucket--];
+  boundary_.clear();
+  for (const Candidate& c : candidates_) {
+    const uint32_t b = std::bit_cast<uint32_t>(c.priority) >> 16;
+    if (b > bucket) {
+      AddLine(send, c.line);
+    } else if (b == bucket) {
+      boundary_.push_back(c);
+    }
+  }
+  const size_t rest = take - above;
+  auto before = [](const Candidate& a, const Candidate& b) {
+    return a.priority > b.priority || (a.priority == b.priority && a.line < b.line);
+  };
+  if (rest < boundary_.size()) {
+    std::nth_element(boundary_.begin(), boundary_.begin() + static_cast<ptrdiff_t>(rest),
+                     boundary_.end(), before);
+  }
+  for (size_t i = 0; i < rest; ++i) AddLine(send, boundary_[i].line);
 }
 
 ManagedChoice ManagedSelection::Select(uint64_t version, const LineSet& changed,
@@ -124,7 +163,7 @@ ManagedChoice ManagedSelection::Select(uint64_t version, const LineSet& changed,
     for (uint64_t bits = residual_[w]; bits != 0; bits &= bits - 1) {
       const auto line = static_cast<uint32_t>(w * 64 + static_cast<size_t>(std::countr_zero(bits)));
       if (first_unsent_[line] + params_.max_line_age <= version) {
-        send->AddLines(line, 1);
+        AddLine(send, line);
         ++choice.due_lines;
       } else {
         candidates_.push_back({priority_[line], line});
@@ -137,15 +176,7 @@ ManagedChoice ManagedSelection::Select(uint64_t version, const LineSet& changed,
   }
   const size_t room = budget_lines > choice.due_lines ? budget_lines - choice.due_lines : 0;
   const size_t take = std::min(room, candidates_.size());
-  if (take > 0 && take < candidates_.size()) {
-    // Highest priority first; equal priorities by line, so a run repeats.
-    auto before = [](const Candidate& a, const Candidate& b) {
-      return a.priority > b.priority || (a.priority == b.priority && a.line < b.line);
-    };
-    std::nth_element(candidates_.begin(), candidates_.begin() + static_cast<ptrdiff_t>(take),
-                     candidates_.end(), before);
-  }
-  for (size_t i = 0; i < take; ++i) send->AddLines(candidates_[i].line, 1);
+  ChooseHighest(take, send);
 
   // What goes becomes what readers have: copied in runs, in address order.
   send->ForEachRun([&](size_t first, size_t count) {

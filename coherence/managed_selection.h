@@ -87,7 +87,12 @@ class ManagedSelection {
     float priority;
     uint32_t line;
   };
-  std::vector<Candidate> candidates_;  // reused by Select
+  // Adds the `take` highest-priority candidates to `send` (equal ones: the
+  // lower line first).
+  void ChooseHighest(size_t take, LineSet* send);
+  std::vector<Candidate> candidates_;  // reused by Select: waiting lines not due
+  std::vector<uint32_t> histogram_;    // ChooseHighest's counts by a priority's top bits
+  std::vector<Candidate> boundary_;    // ChooseHighest's candidates of the boundary bucket
 };
 
 }  // namespace dsm
