@@ -239,10 +239,26 @@ void ClientSession::DrainRemoteCopies(const AreaControl& control, uint64_t versi
   }
 }
 
+void ClientSession::FlushManaged(WriterArea& writer, uint64_t deadline_ns) {
+  AreaControl& c = *writer.control();
+  while (!writer.ManagedSentWhole() && MonotonicNs() < deadline_ns &&
+         segment_->header.daemon_alive.load()) {
+    // One version at a time: the next once dsmd has collected this one.
+    if (c.managed_residual_version.load(std::memory_order_acquire) >= writer.version()) {
+      writer.PublishWaitingLines(MonotonicNs());  // busy: again at the next turn
+    }
+    control_.RingDoorbell(segment_->header.doorbell_armed);
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+}
+
 int ClientSession::Free(const void* p) {
   std::unique_lock lock(mu_);
   auto it = areas_.find(reinterpret_cast<uintptr_t>(p));
   if (it != areas_.end() && it->second.writer) {
+    // Lines a managed area's dsmd still holds back go before it stops
+    // shipping the area (the lock is held: nothing else may free it meanwhile).
+    FlushManaged(*it->second.writer, MonotonicNs() + free_drain_ns_);
     const AreaControl* control = it->second.control();
     const uint64_t version = it->second.writer->version();
     lock.unlock();
@@ -490,6 +506,9 @@ void ClientSession::PublishAll() {
       ReleasePinsOfGoneDaemon(c);
       std::this_thread::sleep_for(std::chrono::microseconds(100));
     }
+  }
+  for (auto& [addr, a] : areas_) {
+    if (a.writer) FlushManaged(*a.writer, deadline);
   }
   for (auto& [addr, a] : areas_) {
     if (a.writer) DrainRemoteCopies(*a.writer->control(), a.writer->version(), deadline);

@@ -64,6 +64,9 @@ class ClientSession {
   // Waits (until deadline_ns at most) until every host replicating the area
   // holds `version`.
   void DrainRemoteCopies(const AreaControl& control, uint64_t version, uint64_t deadline_ns);
+  // A managed area's dsmd may still hold lines of the writer's versions back:
+  // publishes versions that carry them until none waits (bounded).
+  void FlushManaged(WriterArea& writer, uint64_t deadline_ns);
 
   ControlClient control_;
   ControlSegment* segment_ = nullptr;

@@ -172,9 +172,25 @@ bool WriterArea::ManagedTopUpDue(uint64_t now_ns) const {
       control_->managed_residual_lines.load(std::memory_order_relaxed) == 0) {
     return false;
   }
+  if (flushing_) return true;
   const uint64_t idle = std::max(kManagedIdleGaps * change_gap_ns_,
                                  kManagedIdleIntervals * control_->sync_interval_ns);
   return now_ns - last_change_ns_ >= idle;
+}
+
+bool WriterArea::ManagedSentWhole() const {
+  if (control_->managed_budget_bytes_per_s == 0 || control_->export_enabled.load() == 0) {
+    return true;
+  }
+  return control_->managed_residual_version.load(std::memory_order_acquire) >= version_ &&
+         control_->managed_residual_lines.load(std::memory_order_relaxed) == 0;
+}
+
+int WriterArea::PublishWaitingLines(uint64_t now_ns) {
+  flushing_ = true;
+  const int rc = Publish(now_ns);
+  flushing_ = false;
+  return rc;
 }
 
 void WriterArea::TakeOverBuffers() {

@@ -44,6 +44,12 @@ class WriterArea {
   // with nothing changed, so they can go. (While it keeps changing the area,
   // they go with its versions.)
   bool ManagedTopUpDue(uint64_t now_ns) const;
+  // Whether a managed area's dsmd, as of the writer's newest version, holds
+  // none of its lines back (always true for other areas, or unexported ones).
+  bool ManagedSentWhole() const;
+  // Publishes a version that carries waiting lines even while the writer
+  // still counts as changing the area (for dsm_free and dsm_fini).
+  int PublishWaitingLines(uint64_t now_ns);
 
   uint64_t version() const { return version_; }
   ChangeLog& log() { return log_; }
@@ -75,6 +81,7 @@ class WriterArea {
   // When the last publish with changes began, and the gap before it.
   uint64_t last_change_ns_ = 0;
   uint64_t change_gap_ns_ = 0;
+  bool flushing_ = false;  // PublishWaitingLines: top-ups whatever the idle rule
   void NoteChanges(uint64_t now_ns);
 };
 

@@ -119,14 +119,22 @@ def _timeout_seconds(timeout):
     return float(timeout)
 
 
-def _u32(value, what):
+def _unsigned(value, what, most):
     try:
         n = operator.index(value)
     except TypeError:
         raise TypeError(f"{what} must be an integer, got {value!r}") from None
-    if not 0 <= n <= _U32_MAX:
-        raise ValueError(f"{what} must be in 0..{_U32_MAX}, got {n}")
+    if not 0 <= n <= most:
+        raise ValueError(f"{what} must be in 0..{most}, got {n}")
     return n
+
+
+def _u32(value, what):
+    return _unsigned(value, what, _U32_MAX)
+
+
+def _u64(value, what):
+    return _unsigned(value, what, 2**64 - 1)
 
 
 def _closed(what):
@@ -166,14 +174,18 @@ class Session:
         return self._state
 
     def alloc(self, name, shape, dtype, tracking="pages", *, page_tracker="auto",
-              sync_interval_us=0, staleness_bound_ms=0, reader_buffers=0):
+              sync_interval_us=0, staleness_bound_ms=0, reader_buffers=0,
+              managed_budget_bytes_per_s=0, max_line_age=8):
         """Allocates area ``name`` of ``shape`` x ``dtype``; this process is its writer.
 
         ``tracking``: "pages" (default: plain stores from NumPy, torch or any
         library are found by page tracking), "log" (only what ``Writer.log``
         records), "both". ``page_tracker``: "auto", "uffd" or "mprotect".
         ``sync_interval_us``, ``staleness_bound_ms``, ``reader_buffers``: 0 is
-        the daemon's default (dsm_alloc_opts).
+        the daemon's default (dsm_alloc_opts). ``managed_budget_bytes_per_s``
+        > 0 makes a managed area (dsm_alloc_managed: float32 lines, largest
+        relative changes first within that budget, none waiting more than
+        ``max_line_age`` versions); ``status()`` then reports what waits.
         """
         _check_name(name)
         shape = _check_shape(shape)
@@ -187,7 +199,9 @@ class Session:
                 f"page_tracker must be one of {sorted(_PAGE_TRACKER)}, got {page_tracker!r}")
         opts = (_u32(sync_interval_us, "sync_interval_us"),
                 _u32(staleness_bound_ms, "staleness_bound_ms"),
-                _u32(reader_buffers, "reader_buffers"))
+                _u32(reader_buffers, "reader_buffers"),
+                _u64(managed_budget_bytes_per_s, "managed_budget_bytes_per_s"),
+                _u32(max_line_age, "max_line_age"))
         nbytes = math.prod(shape) * dt.itemsize
         if tracking != "log" and page_tracker != "uffd":
             _faulthandler_first()

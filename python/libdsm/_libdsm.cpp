@@ -90,21 +90,28 @@ uint32_t TimeoutMs(double seconds) {
   return ms >= 4294967295.0 ? UINT32_MAX : static_cast<uint32_t>(ms + 0.5);
 }
 
+// `budget_bytes_per_s` 0: an area sent whole (dsm_alloc); else managed.
 std::unique_ptr<Area> Alloc(std::shared_ptr<SessionState> session, const std::string& name,
                             size_t size, uint32_t tracking, uint32_t page_tracker,
                             uint32_t sync_interval_us, uint32_t staleness_bound_ms,
-                            uint32_t reader_buffers) {
+                            uint32_t reader_buffers, uint64_t budget_bytes_per_s,
+                            uint32_t max_line_age) {
   dsm_alloc_opts o{};
   o.tracking = tracking;
   o.page_tracker = page_tracker;
   o.sync_interval_us = sync_interval_us;
   o.staleness_bound_ms = staleness_bound_ms;
   o.reader_buffers = reader_buffers;
+  dsm_managed_opts m{};
+  m.budget_bytes_per_s = budget_bytes_per_s;
+  m.max_line_age = max_line_age;
+  m.element = DSM_ELEMENT_FLOAT32;
   void* p = nullptr;
   int rc;
   {
     py::gil_scoped_release nogil;
-    rc = dsm_alloc(name.c_str(), size, &o, &p);
+    rc = budget_bytes_per_s != 0 ? dsm_alloc_managed(name.c_str(), size, &o, &m, &p)
+                                 : dsm_alloc(name.c_str(), size, &o, &p);
   }
   Check(rc);
   return std::make_unique<Area>(std::move(session), p, size, true);
@@ -143,6 +150,15 @@ py::dict StatusDict(const Area& a) {
   d["page_tracker"] = dsm_page_tracker_name(st.page_tracker);
   d["pages_written"] = st.pages_written;
   d["lines_changed"] = st.lines_changed;
+  dsm_managed_status ms{};
+  Check(dsm_status_managed(a.ptr(), &ms));
+  d["managed"] = ms.managed != 0;
+  if (ms.managed != 0) {
+    d["managed_budget_bytes_per_s"] = ms.budget_bytes_per_s;
+    d["managed_max_line_age"] = ms.max_line_age;
+    d["managed_residual_lines"] = ms.residual_lines;
+    d["managed_oldest_lag"] = ms.oldest_lag;
+  }
   return d;
 }
 

@@ -3,8 +3,9 @@
 // changes every parameter, and its host sends a quarter of that within the
 // budget. The other host reports the area as managed, with lines waiting
 // while the writer writes; once the writer stops changing it (and keeps
-// calling dsm_service), the replica becomes byte-identical to the writer
-// (XXH3), and the wire carried far less than every change.
+// calling dsm_service, or frees the area), the replica becomes
+// byte-identical to the writer (XXH3), and the wire carried far less than
+// every change.
 #include <gtest/gtest.h>
 #include <xxhash.h>
 
@@ -61,7 +62,12 @@ int PublishRetrying(void* area) {
   return rc;
 }
 
-int RunWriter(const std::string& socket, Board* b) {
+// How the writer ends: it keeps calling dsm_service (the waiting lines go
+// with versions that change nothing), or it frees the area at once
+// (dsm_free sends what waits first).
+enum class End { kKeepServicing, kFreeAtOnce };
+
+int RunWriter(const std::string& socket, Board* b, End end) {
   if (!Init(socket)) return 10;
   dsm_managed_opts managed{};
   managed.budget_bytes_per_s = kBudgetBytesPerS;
@@ -88,6 +94,11 @@ int RunWriter(const std::string& socket, Board* b) {
     std::this_thread::sleep_for(kVersionGap);
   }
   b->final_hash = XXH3_64bits(w, kBytes);
+  if (end == End::kFreeAtOnce) {
+    if (dsm_free(w) != DSM_OK) return 16;
+    b->writer_done = true;
+    return 0;
+  }
   b->writer_done = true;
   // Still at quiescent points: the lines that wait go with versions that
   // change nothing.
@@ -132,12 +143,12 @@ int RunReader(const std::string& socket, Board* b) {
   return 0;
 }
 
-TEST(Managed, ReplicaLagsWithinTheBudgetThenConvergesByteForByte) {
+void RunManaged(End end) {
   if (const std::string why = MultihostUnavailableReason(); !why.empty()) GTEST_SKIP() << why;
   VirtualCluster cluster(2, {}, "--device memif");
   ASSERT_TRUE(cluster.ok());
   Shared<Board> b;
-  const pid_t writer = Spawn([&] { return RunWriter(cluster.socket(1), &*b); });
+  const pid_t writer = Spawn([&] { return RunWriter(cluster.socket(1), &*b, end); });
   ASSERT_TRUE(WaitFor([&] { return b->allocated.load(); }, 20000));
   const pid_t reader = Spawn([&] { return RunReader(cluster.socket(2), &*b); });
   EXPECT_EQ(Reap(reader, 90000), 0);
@@ -168,10 +179,20 @@ TEST(Managed, ReplicaLagsWithinTheBudgetThenConvergesByteForByte) {
               static_cast<unsigned long long>(sent), static_cast<unsigned long long>(changed),
               static_cast<double>(sent) / static_cast<double>(changed));
   EXPECT_LT(sent, changed / 2);
-  const auto area = VirtualCluster::FindArea(c1, kName, false);
-  ASSERT_FALSE(area.is_null());
-  EXPECT_TRUE(area["managed"].get<bool>());
+  if (end == End::kKeepServicing) {
+    const auto area = VirtualCluster::FindArea(c1, kName, false);
+    ASSERT_FALSE(area.is_null());
+    EXPECT_TRUE(area["managed"].get<bool>());
+  }
 }
+
+TEST(Managed, ReplicaLagsWithinTheBudgetThenConvergesByteForByte) {
+  RunManaged(End::kKeepServicing);
+}
+
+// dsm_free right after the last change: what still waits goes first, so the
+// replica's last version is the writer's last content, byte for byte.
+TEST(Managed, FreeingTheAreaSendsWhatWaitsFirst) { RunManaged(End::kFreeAtOnce); }
 
 }  // namespace
 }  // namespace dsm::testing

@@ -51,7 +51,25 @@ def test_bad_options(session, name):
         session.attach(name, timeout="soon")
     with pytest.raises(ValueError):
         session.attach(name, timeout=-1)
+    with pytest.raises(ValueError):
+        session.alloc(name, 16, np.float32, managed_budget_bytes_per_s=-1)
+    with pytest.raises(TypeError):
+        session.alloc(name, 16, np.float32, max_line_age="old")
     session.alloc(name, 16, np.float32).close()
+
+
+def test_managed_areas_report_their_budget(session, name):
+    w = session.alloc(name, 4096, np.float32, tracking="log",
+                      managed_budget_bytes_per_s=2_000_000, max_line_age=3)
+    st = w.status()
+    assert st["managed"] is True
+    assert st["managed_budget_bytes_per_s"] == 2_000_000
+    assert st["managed_max_line_age"] == 3
+    assert st["managed_residual_lines"] == 0  # no other host reads it
+    w.close()
+    plain = session.alloc(name + "-plain", 16, np.float32)
+    assert plain.status()["managed"] is False
+    plain.close()
 
 
 def test_torch_dtypes_are_accepted(session, name):
