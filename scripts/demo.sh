@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # The README's main command: installs what is missing, builds, and trains a
-# 784-1024-1024-10 MLP on Fashion-MNIST by data-parallel SGD five ways on the
+# 784-1024-1024-10 MLP on Fashion-MNIST by data-parallel SGD six ways on the
 # same machine, one after the other, and compares them:
 #   cpp-1    libdsm, the C++ example (examples/fashion_mnist), 1 host
 #   cpp-3    the same on a 3-host virtual cluster (network namespaces, one dsmd
 #            per host, joined by DPDK memif links)
+#   managed-3  the same with managed sync: each update reaches the other hosts
+#            within 45 MB/s (about a quarter of it), largest changes first
 #   torch-3  libdsm from PyTorch (examples/python/train_dsm.py), 3 hosts, memif
 #   ddp-3    PyTorch DistributedDataParallel over gloo (examples/python/train_ddp.py),
 #            3 hosts on veth pairs and a bridge (the kernel's TCP; no dsmd)
@@ -12,7 +14,7 @@
 # with a progress line per epoch. Everything is torn down at the end, also when
 # interrupted (Ctrl-C, SIGTERM). Results go to results/demo/: summary.json (per
 # run: time per step, time to 0.85 test accuracy, final accuracy, bytes on the
-# wire per step, the daemons' CPU; the ratios issue 18 targets), accuracy.png
+# wire per step, the daemons' CPU; the ratios issues 17 and 18 target), accuracy.png
 # (test accuracy against wall time) and each run's logs and JSON summaries.
 #
 #   scripts/demo.sh [--epochs N] [--quick] [--no-build] [--runs LIST]
@@ -21,7 +23,8 @@
 #   --epochs N   passes over the training set per run (default 2)
 #   --quick      the shortest form (for CI): 1 epoch of 120 steps per worker
 #   --no-build   skip scripts/setup.sh and scripts/build.sh (binaries in $BUILD_DIR)
-#   --runs LIST  comma-separated subset of cpp-1,cpp-3,torch-3,ddp-3,torch-1 (default all)
+#   --runs LIST  comma-separated subset of cpp-1,cpp-3,managed-3,torch-3,ddp-3,torch-1
+#                (default all)
 #   --device D   the libdsm runs' virtual wire (default memif: shared-memory links
 #                between the daemons, the fastest one machine has; af_packet: veth
 #                pairs on a bridge with multicast, the kernel's network path)
@@ -33,7 +36,7 @@ cd "$(dirname "$0")/.."
 prog=demo.sh
 die() { echo "$prog: $*" >&2; exit 2; }
 
-ALL_RUNS=cpp-1,cpp-3,torch-3,ddp-3,torch-1
+ALL_RUNS=cpp-1,cpp-3,managed-3,torch-3,ddp-3,torch-1
 EPOCHS=2
 QUICK=0
 BUILD=1
@@ -95,9 +98,12 @@ prog_args=(--evals-per-epoch 4)
 ((QUICK == 0)) || prog_args=(--evals-per-epoch 3 --steps-per-epoch 120)
 
 declare -A title=(
-  [cpp-1]="libdsm C++" [cpp-3]="libdsm C++" [torch-3]="libdsm PyTorch"
-  [ddp-3]="PyTorch DDP gloo" [torch-1]="PyTorch, no network")
-declare -A impl=([cpp-1]=cpp [cpp-3]=cpp [torch-3]=python [ddp-3]=ddp [torch-1]=ddp)
+  [cpp-1]="libdsm C++" [cpp-3]="libdsm C++" [managed-3]="libdsm C++ managed"
+  [torch-3]="libdsm PyTorch" [ddp-3]="PyTorch DDP gloo" [torch-1]="PyTorch, no network")
+declare -A impl=([cpp-1]=cpp [cpp-3]=cpp [managed-3]=cpp [torch-3]=python [ddp-3]=ddp
+  [torch-1]=ddp)
+# Managed sync's budget: about a quarter of the 7.45 MB update at ~27 steps/s.
+declare -A run_args=([managed-3]="--managed-mbps 45 --max-line-age 8")
 
 rm -rf "$OUT"
 mkdir -p "$OUT"
@@ -105,8 +111,9 @@ summary_args=()
 for r in "${runs[@]}"; do
   hosts=${r##*-}
   echo "== Fashion-MNIST mlp, $EPOCHS epoch(s): ${title[$r]}, $hosts host(s)"
+  read -r -a extra <<<"${run_args[$r]:-}"
   scripts/train.sh --impl "${impl[$r]}" --hosts "$hosts" --epochs "$EPOCHS" \
-    --device "$DEVICE" --out "$OUT/$r" --dir "$DIR" -- "${prog_args[@]}" &
+    --device "$DEVICE" --out "$OUT/$r" --dir "$DIR" -- "${prog_args[@]}" "${extra[@]}" &
   child=$!
   rc=0
   wait "$child" || rc=$?

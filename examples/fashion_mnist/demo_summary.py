@@ -121,7 +121,7 @@ def summarise_run(label, d):
         "label": label,
         "program": w0.get("program", "fashion_mnist"),
         "framework": cfg.get("framework", "c++"),
-        "sync": cfg.get("sync", "libdsm"),
+        "sync": cfg.get("sync", "libdsm-managed" if cfg.get("managed_mbps", 0) > 0 else "libdsm"),
         "hosts": hosts,
         "device": device,
         "mtu": daemons.get("mtu", 0),
@@ -230,6 +230,19 @@ def comparison(runs, cores):
     ratio("libdsm_cpp_vs_ddp", cpp3, ddp, 1.0)
     ratio("libdsm_pytorch_vs_ddp", py3, ddp, 1.0)
     out["time_per_step_ratios"] = ratios
+    managed = next((r for r in runs if r["sync"] == "libdsm-managed" and r["hosts"] > 1), None)
+    if managed and cpp3:
+        # Issue 17's targets: at most a quarter of the bytes, the same accuracy
+        # (within 0.005), and at most 0.7x the time per step.
+        b = managed["wire"]["bytes_per_step"] / cpp3["wire"]["bytes_per_step"]
+        t = managed["time_per_step_ms"] / cpp3["time_per_step_ms"]
+        d = managed["final_test_accuracy"] - cpp3["final_test_accuracy"]
+        out["managed_vs_full"] = {
+            "of": run_name(managed), "to": run_name(cpp3),
+            "bytes_per_step_ratio": {"ratio": b, "target": 0.25, "met": b <= 0.25},
+            "time_per_step_ratio": {"ratio": t, "target": 0.7, "met": t <= 0.7},
+            "accuracy_difference": {"difference": d, "target": 0.005, "met": abs(d) <= 0.005},
+        }
     if cpp1 and cpp3:
         out["speedup"] = {
             "smaller": run_name(cpp1), "larger": run_name(cpp3),
@@ -278,7 +291,7 @@ def print_table(s):
         cpu = " ".join(f"{d['core_percent']:.0f}%" for d in r["daemons_cpu"]) or "-"
         st = r["staleness"]
         stale = (f"{st['mean_over_peers']:.2f}/{st['mean_worst_peer']:.2f}"
-                 if r["sync"] == "libdsm" and r["hosts"] > 1 else "-")
+                 if r["sync"].startswith("libdsm") and r["hosts"] > 1 else "-")
         tta = r["time_to_target_s"]
         tta = "-" if tta is None else f"{tta:.1f}s"
         print(f"{r['label']:<22} {r['hosts']:>5} {r['device']:<9} "
@@ -298,6 +311,16 @@ def print_table(s):
     for name, x in c.get("time_per_step_ratios", {}).items():
         print(f"{x['of']} / {x['to']} per step: {x['ratio']:.2f}x (target <= {x['target']}: "
               f"{'met' if x['met'] else 'NOT met'})")
+    if "managed_vs_full" in c:
+        m = c["managed_vs_full"]
+        verdict = lambda x: "met" if x["met"] else "NOT met"
+        print(f"{m['of']} against {m['to']}: bytes per step "
+              f"{m['bytes_per_step_ratio']['ratio']:.2f}x (target <= 0.25: "
+              f"{verdict(m['bytes_per_step_ratio'])}), time per step "
+              f"{m['time_per_step_ratio']['ratio']:.2f}x (target <= 0.7: "
+              f"{verdict(m['time_per_step_ratio'])}), final accuracy "
+              f"{m['accuracy_difference']['difference']:+.4f} (target within 0.005: "
+              f"{verdict(m['accuracy_difference'])})")
     if "speedup" in c:
         sp = c["speedup"]
         print(f"accuracy, {sp['larger']} minus {sp['smaller']}: "

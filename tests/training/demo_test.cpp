@@ -1,6 +1,7 @@
 // scripts/demo.sh, the README's main command, in its shortest form (--quick: one
-// epoch of 120 steps per worker in each of its five runs: libdsm C++ on 1 and 3
-// hosts, libdsm PyTorch on 3, DDP-gloo on 3, PyTorch in one process; --no-build:
+// epoch of 120 steps per worker in each of its six runs: libdsm C++ on 1 and 3
+// hosts, the same managed on 3, libdsm PyTorch on 3, DDP-gloo on 3, PyTorch in
+// one process; --no-build:
 // the binaries of this build, as meson runs the test inside it): it writes a
 // summary.json that makes sense and an accuracy.png. And its interruption path: SIGINT to its
 // process group (what Ctrl-C sends) while the 3-host run trains leaves no
@@ -177,14 +178,14 @@ TEST(Demo, QuickRunWritesSummaryAndPlot) {
 
   const json s = json::parse(ReadFile(dirs.out + "/summary.json"), nullptr, false);
   ASSERT_TRUE(s.is_object()) << "summary.json is not JSON";
-  // cpp-1, cpp-3, torch-3, ddp-3, torch-1, in that order.
-  const size_t kHosts[] = {1, 3, 3, 3, 1};
-  const char* kSync[] = {"libdsm", "libdsm", "libdsm", "ddp-gloo", "none"};
-  ASSERT_EQ(s["runs"].size(), 5u);
-  for (size_t i = 0; i < 5; ++i) {
+  // cpp-1, cpp-3, managed-3, torch-3, ddp-3, torch-1, in that order.
+  const size_t kHosts[] = {1, 3, 3, 3, 3, 1};
+  const char* kSync[] = {"libdsm", "libdsm", "libdsm-managed", "libdsm", "ddp-gloo", "none"};
+  ASSERT_EQ(s["runs"].size(), 6u);
+  for (size_t i = 0; i < 6; ++i) {
     const json& r = s["runs"][i];
     const size_t hosts = kHosts[i];
-    const bool dsm = std::string(kSync[i]) == "libdsm";
+    const bool dsm = std::string(kSync[i]).starts_with("libdsm");
     SCOPED_TRACE(r["label"].get<std::string>());
     EXPECT_EQ(r["hosts"].get<size_t>(), hosts);
     EXPECT_EQ(r["sync"], kSync[i]);
@@ -224,6 +225,11 @@ TEST(Demo, QuickRunWritesSummaryAndPlot) {
                        s["runs"][0]["final_test_accuracy"].get<double>());
   EXPECT_FALSE(c["limits"]["verdict"].get<std::string>().empty());
   EXPECT_EQ(s["comparison"]["time_per_step_ratios"].size(), 3u);
+  // Managed sync against full sync: a fraction of the bytes.
+  const json& m = s["comparison"]["managed_vs_full"];
+  ASSERT_TRUE(m.is_object()) << s["comparison"].dump();
+  EXPECT_LT(m["bytes_per_step_ratio"]["ratio"].get<double>(), 0.6);
+  EXPECT_GT(m["time_per_step_ratio"]["ratio"].get<double>(), 0);
 
   const std::string png = ReadFile(dirs.out + "/accuracy.png");
   ASSERT_GE(png.size(), kMinPngBytes) << "accuracy.png missing or nearly empty";
