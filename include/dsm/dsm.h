@@ -132,11 +132,13 @@ typedef struct dsm_managed_opts {
  * others wait and go later: with budget to spare, or once they would lag more
  * than max_line_age versions, whatever the budget. Lag counts the versions
  * other hosts receive (versions published between two that dsmd sends are one
- * to them). Every version arrives whole, with lines at most that old. While
- * lines wait, a due publish (dsm_service) makes a version even if nothing
- * changed, so that they can go: once the writer stops changing the area, other
- * hosts become byte-identical to it within the time the budget takes to send
- * what waits. Processes on the writer's host see every change at once. */
+ * to them). Every version arrives whole, with lines at most that old. Once the
+ * writer has stopped changing the area (no change for two of its gaps between
+ * changes, and at least four sync intervals), a due publish (dsm_service) makes
+ * a version even if nothing changed while lines wait, so other hosts become
+ * byte-identical to it within the time the budget takes to send what waits;
+ * dsm_free and dsm_fini send what waits first. Processes on the writer's host
+ * see every change at once. */
 int dsm_alloc_managed(const char *name, size_t size, const dsm_alloc_opts *opts,
                       const dsm_managed_opts *managed, void **out);
 
