@@ -201,9 +201,14 @@ bool AreaExport::Collect(uint64_t now_ns) {
   host_->ClearBufferRequest();
   pinned_ = buffer;
   pinned_version_ = version;
+  // A managed version carries the lines chosen; the shadow needs only those:
+  // replicas are sent a waiting line's bytes as of when it was chosen (or
+  // newer, from the pinned buffer), both within the lag bound. A dense update
+  // then copies a budget's worth of lines when the pin goes, not the area.
+  const LineSet& lines = managed_ ? SelectManaged(version, now_ns) : pending_;
   // (Until a first copy creates the shadow, it lacks every line already.)
-  if (!shadow_.empty()) shadow_stale_.Merge(pending_);
-  sender_.Collected(version, managed_ ? SelectManaged(version, now_ns) : pending_);
+  if (!shadow_.empty()) shadow_stale_.Merge(lines);
+  sender_.Collected(version, lines);
   pending_.Clear();
   collected_once_ = true;
   ++counters_->versions_collected;

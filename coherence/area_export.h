@@ -280,7 +280,7 @@ class AreaExport {
   int pinned_ = -1;  // the buffer of the collected version, while pinned
   uint64_t pinned_version_ = 0;
   std::vector<uint8_t> shadow_;  // allocated at the first Unpin
-  LineSet shadow_stale_;         // lines where the shadow differs from the collected version
+  LineSet shadow_stale_;         // lines to copy into the shadow from the collected version
   // The pin was given back before the shadow had the version: no transfer of
   // it can be framed any more; the next collect starts over.
   bool source_lost_ = false;

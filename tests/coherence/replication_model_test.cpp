@@ -740,11 +740,23 @@ class Model {
     }
     auto it = history_.find(f.header.version);
     if (it == history_.end()) return;  // older than what we keep
+    // A managed area's frames carry a waiting line as it was when it was
+    // chosen: the writer's line at the frame's version or at one of the
+    // max_line_age collected versions before it.
+    const std::vector<const Bytes*> window =
+        p_.managed ? ManagedWindow(f.header.version) : std::vector<const Bytes*>{&it->second};
     const uint8_t* data = f.line_data.data();
     for (size_t i = 0; i < f.runs.size(); ++i) {
       const wire::Run run = f.runs[i];
       const size_t bytes = size_t{run.line_count} * kLineBytes;
-      if (std::memcmp(data, it->second.data() + size_t{run.first_line} * kLineBytes, bytes) != 0) {
+      bool written = true;
+      for (size_t line = 0; line < run.line_count && written; ++line) {
+        const size_t at = (size_t{run.first_line} + line) * kLineBytes;
+        written = std::any_of(window.begin(), window.end(), [&](const Bytes* w) {
+          return std::memcmp(data + line * kLineBytes, w->data() + at, kLineBytes) == 0;
+        });
+      }
+      if (!written) {
         ADD_FAILURE() << "a frame of version " << f.header.version << " carries lines "
                       << run.first_line << "+" << run.line_count
                       << " that the writer did not write at that version (seed " << p_.seed
@@ -886,19 +898,26 @@ class Model {
     CheckPending(r);
   }
 
+  // The writer's copies at `version` and at the managed_max_age versions
+  // collected before it (the versions replicas see), newest first.
+  std::vector<const Bytes*> ManagedWindow(uint64_t version) const {
+    std::vector<const Bytes*> window;
+    if (const auto h = history_.find(version); h != history_.end()) window.push_back(&h->second);
+    for (auto it = collected_.rbegin(); it != collected_.rend(); ++it) {
+      if (*it >= version) continue;
+      const auto h = history_.find(*it);
+      if (h != history_.end()) window.push_back(&h->second);
+      if (window.size() > p_.managed_max_age) break;
+    }
+    return window;
+  }
+
   // Every line of a managed replica's version `version` is the writer's line
   // at that version or at one of the managed_max_age versions collected
   // before it (the versions replicas see).
   void CheckManagedLines(const Replica& r, uint32_t buffer, uint64_t version) {
     ++managed_versions_checked_;
-    // The collected versions up to `version`, newest first: the window.
-    std::vector<const Bytes*> window;
-    for (auto it = collected_.rbegin(); it != collected_.rend(); ++it) {
-      if (*it > version) continue;
-      const auto h = history_.find(*it);
-      if (h != history_.end()) window.push_back(&h->second);
-      if (window.size() > p_.managed_max_age) break;
-    }
+    const std::vector<const Bytes*> window = ManagedWindow(version);
     for (size_t line = 0; line < lines_; ++line) {
       const uint8_t* have = r.buffers[buffer].data() + line * kLineBytes;
       bool found = false;
