@@ -96,8 +96,20 @@ float ManagedSelection::Priority(size_t line, const uint8_t* current) const {
 
 void ManagedSelection::ChooseHighest(size_t take, LineSet* send) {
   if (take == 0) return;
+  // Candidates are in address order: their lines go to `send` a page's mask
+  // at a time.
+  uint64_t page = 0, mask = 0;
+  auto add = [&](uint32_t line) {
+    if (line / kLinesPerPage != page) {
+      send->AddMask(page, mask);
+      page = line / kLinesPerPage;
+      mask = 0;
+    }
+    mask |= uint64_t{1} << (line % kLinesPerPage);
+  };
   if (take >= candidates_.size()) {
-    for (const Candidate& c : candidates_) AddLine(send, c.line);
+    for (const Candidate& c : candidates_) add(c.line);
+    send->AddMask(page, mask);
     return;
   }
   // A radix select: priorities are never negative or NaN, so they order as
@@ -113,11 +125,12 @@ void ManagedSelection::ChooseHighest(size_t take, LineSet* send) {
   for (const Candidate& c : candidates_) {
     const uint32_t b = std::bit_cast<uint32_t>(c.priority) >> 16;
     if (b > bucket) {
-      AddLine(send, c.line);
+      add(c.line);
     } else if (b == bucket) {
       boundary_.push_back(c);
     }
   }
+  send->AddMask(page, mask);
   const size_t rest = take - above;
   auto before = [](const Candidate& a, const Candidate& b) {
     return a.priority > b.priority || (a.priority == b.priority && a.line < b.line);
@@ -132,42 +145,48 @@ void ManagedSelection::ChooseHighest(size_t take, LineSet* send) {
 ManagedChoice ManagedSelection::Select(uint64_t version, const LineSet& changed,
                                        const uint8_t* current, size_t budget_bytes, LineSet* send) {
   send->Clear();
-  // What changed joins the residual (from this version on if it was not
-  // there), with its priority against what readers have; a line back to
-  // what they have leaves it.
-  changed.ForEachPage([&](size_t page, uint64_t mask) {
-    for (; mask != 0; mask &= mask - 1) {
-      const size_t line = page * kLinesPerPage + static_cast<size_t>(std::countr_zero(mask));
+  ManagedChoice choice;
+  candidates_.clear();
+  // One pass, page by page (a page's 64 lines are a word of the residual),
+  // in address order so that the reads stream. What changed joins the
+  // residual (from this version on if it was not there), with its priority
+  // against what readers have; a line back to what they have leaves it.
+  // Then each waiting line is due (it would lag too long: it goes now) or a
+  // candidate for the budget.
+  const size_t whole_lines = area_bytes_ / kLineBytes;
+  for (size_t page = 0; page < residual_.size(); ++page) {
+    uint64_t word = residual_[page];
+    for (uint64_t written = changed.mask(page); written != 0; written &= written - 1) {
+      const size_t line = page * kLinesPerPage + static_cast<size_t>(std::countr_zero(written));
       if (line >= lines_) break;
-      const float p = Priority(line, current);
+      const size_t at = line * kLineBytes;
+      const float p = line < whole_lines ? LinePriority(current + at, sent_.data() + at)
+                                         : Priority(line, current);
       priority_[line] = p;
-      uint64_t& word = residual_[line / 64];
-      const uint64_t bit = uint64_t{1} << (line % 64);
+      const uint64_t bit = uint64_t{1} << (line % kLinesPerPage);
       if (p == 0.0f) {
-        residual_count_ -= (word & bit) != 0;
         word &= ~bit;
-        first_unsent_[line] = 0;
       } else if (!(word & bit)) {
         word |= bit;
-        ++residual_count_;
         first_unsent_[line] = version;
       }
     }
-  });
-
-  // Lines that would lag too long go now; the others compete for the budget.
-  // In address order, so that reading their state and copying them stream.
-  ManagedChoice choice;
-  candidates_.clear();
-  for (size_t w = 0; w < residual_.size(); ++w) {
-    for (uint64_t bits = residual_[w]; bits != 0; bits &= bits - 1) {
-      const auto line = static_cast<uint32_t>(w * 64 + static_cast<size_t>(std::countr_zero(bits)));
+    residual_count_ += static_cast<size_t>(std::popcount(word));
+    residual_count_ -= static_cast<size_t>(std::popcount(residual_[page]));
+    residual_[page] = word;
+    uint64_t due = 0;
+    for (uint64_t bits = word; bits != 0; bits &= bits - 1) {
+      const auto line =
+          static_cast<uint32_t>(page * kLinesPerPage + static_cast<size_t>(std::countr_zero(bits)));
       if (first_unsent_[line] + params_.max_line_age <= version) {
-        AddLine(send, line);
-        ++choice.due_lines;
+        due |= bits & -bits;
       } else {
         candidates_.push_back({priority_[line], line});
       }
+    }
+    if (due != 0) {
+      send->AddMask(page, due);
+      choice.due_lines += static_cast<size_t>(std::popcount(due));
     }
   }
   const size_t budget_lines = budget_bytes / kLineBytes;
@@ -178,16 +197,17 @@ ManagedChoice ManagedSelection::Select(uint64_t version, const LineSet& changed,
   const size_t take = std::min(room, candidates_.size());
   ChooseHighest(take, send);
 
-  // What goes becomes what readers have: copied in runs, in address order.
-  send->ForEachRun([&](size_t first, size_t count) {
-    std::memcpy(sent_.data() + first * kLineBytes, current + first * kLineBytes,
-                count * kLineBytes);
-    for (size_t line = first; line < first + count; ++line) {
-      residual_[line / 64] &= ~(uint64_t{1} << (line % 64));
-      first_unsent_[line] = 0;
+  // What goes becomes what readers have. (first_unsent_ means nothing for a
+  // line that does not wait.)
+  send->ForEachPage([&](size_t page, uint64_t mask) {
+    residual_count_ -= static_cast<size_t>(std::popcount(residual_[page] & mask));
+    residual_[page] &= ~mask;
+    for (; mask != 0; mask &= mask - 1) {
+      const size_t line = page * kLinesPerPage + static_cast<size_t>(std::countr_zero(mask));
+      const size_t at = line * kLineBytes;
+      std::memcpy(sent_.data() + at, current + at, kLineBytes);
       priority_[line] = 0.0f;
     }
-    residual_count_ -= count;
   });
   choice.lines = choice.due_lines + take;
   choice.residual = residual_count_;
