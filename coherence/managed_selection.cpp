@@ -16,22 +16,24 @@ namespace {
 // is then a very large relative change, not a division by zero.
 constexpr float kTinyMagnitude = std::numeric_limits<float>::min();
 
-// One element's priority: 0 for the same bits; |x - y| / max(|y|, tiny) for
-// a finite change, never below the smallest float (different bits are a
-// change, +0 and -0 too: the replica must end up byte-identical); infinite
-// if either is not finite.
+// One element's priority: 0 for the same bits; |x - y| / max(|y|, tiny)
+// (kRelative) or |x - y| (kAbsolute) for a finite change, never below the
+// smallest float (different bits are a change, +0 and -0 too: the replica
+// must end up byte-identical); infinite if either is not finite.
+template <bool kAbsolute>
 float ElementPriority(float x, float y) {
   if (std::bit_cast<uint32_t>(x) == std::bit_cast<uint32_t>(y)) return 0.0f;
   if (!std::isfinite(x) || !std::isfinite(y)) return std::numeric_limits<float>::infinity();
-  const float relative = std::fabs(x - y) / std::max(std::fabs(y), kTinyMagnitude);
-  return std::max(relative, std::numeric_limits<float>::denorm_min());
+  const float change = std::fabs(x - y);
+  const float rank = kAbsolute ? change : change / std::max(std::fabs(y), kTinyMagnitude);
+  return std::max(rank, std::numeric_limits<float>::denorm_min());
 }
 
 // The same for a whole line, sixteen floats four at a time, without
 // branches: a dense update ranks every line of the area at every version.
+template <bool kAbsolute>
 float LinePriority(const uint8_t* now, const uint8_t* had) {
   const __m128 sign = _mm_set1_ps(-0.0f);
-  const __m128 tiny = _mm_set1_ps(kTinyMagnitude);
   const __m128 least = _mm_set1_ps(std::numeric_limits<float>::denorm_min());
   const __m128 inf = _mm_set1_ps(std::numeric_limits<float>::infinity());
   __m128 most = _mm_setzero_ps();
@@ -47,9 +49,11 @@ float LinePriority(const uint8_t* now, const uint8_t* had) {
     nonfinite = _mm_or_ps(nonfinite, _mm_and_ps(changed, _mm_or_ps(_mm_cmpnlt_ps(abs_x, inf),
                                                                    _mm_cmpnlt_ps(abs_y, inf))));
     nonfinite = _mm_or_ps(nonfinite, _mm_and_ps(changed, _mm_cmpunord_ps(x, y)));
-    const __m128 relative =
-        _mm_div_ps(_mm_andnot_ps(sign, _mm_sub_ps(x, y)), _mm_max_ps(abs_y, tiny));
-    most = _mm_max_ps(most, _mm_and_ps(changed, _mm_max_ps(relative, least)));
+    __m128 rank = _mm_andnot_ps(sign, _mm_sub_ps(x, y));
+    if constexpr (!kAbsolute) {
+      rank = _mm_div_ps(rank, _mm_max_ps(abs_y, _mm_set1_ps(kTinyMagnitude)));
+    }
+    most = _mm_max_ps(most, _mm_and_ps(changed, _mm_max_ps(rank, least)));
   }
   if (_mm_movemask_ps(nonfinite) != 0) return std::numeric_limits<float>::infinity();
   most = _mm_max_ps(most, _mm_movehl_ps(most, most));
@@ -77,7 +81,10 @@ float ManagedSelection::Priority(size_t line, const uint8_t* current) const {
   const size_t end = std::min(begin + kLineBytes, area_bytes_);
   const uint8_t* now = current + begin;
   const uint8_t* had = sent_.data() + begin;
-  if (end - begin == kLineBytes) return LinePriority(now, had);
+  const bool absolute = params_.rank == ManagedRank::kAbsolute;
+  if (end - begin == kLineBytes) {
+    return absolute ? LinePriority<true>(now, had) : LinePriority<false>(now, had);
+  }
   // A partial last line: its whole floats, then any changed byte after them.
   const size_t elements = (end - begin) / sizeof(float);
   float most = 0.0f;
@@ -85,7 +92,7 @@ float ManagedSelection::Priority(size_t line, const uint8_t* current) const {
     float x, y;
     std::memcpy(&x, now + i * sizeof(float), sizeof(float));
     std::memcpy(&y, had + i * sizeof(float), sizeof(float));
-    most = std::max(most, ElementPriority(x, y));
+    most = std::max(most, absolute ? ElementPriority<true>(x, y) : ElementPriority<false>(x, y));
   }
   const size_t tail = elements * sizeof(float);
   if (std::memcmp(now + tail, had + tail, (end - begin) - tail) != 0) {
@@ -144,6 +151,15 @@ void ManagedSelection::ChooseHighest(size_t take, LineSet* send) {
 
 ManagedChoice ManagedSelection::Select(uint64_t version, const LineSet& changed,
                                        const uint8_t* current, size_t budget_bytes, LineSet* send) {
+  return params_.rank == ManagedRank::kAbsolute
+             ? SelectRanked<true>(version, changed, current, budget_bytes, send)
+             : SelectRanked<false>(version, changed, current, budget_bytes, send);
+}
+
+template <bool kAbsolute>
+ManagedChoice ManagedSelection::SelectRanked(uint64_t version, const LineSet& changed,
+                                             const uint8_t* current, size_t budget_bytes,
+                                             LineSet* send) {
   send->Clear();
   ManagedChoice choice;
   candidates_.clear();
@@ -160,7 +176,7 @@ ManagedChoice ManagedSelection::Select(uint64_t version, const LineSet& changed,
       const size_t line = page * kLinesPerPage + static_cast<size_t>(std::countr_zero(written));
       if (line >= lines_) break;
       const size_t at = line * kLineBytes;
-      const float p = line < whole_lines ? LinePriority(current + at, sent_.data() + at)
+      const float p = line < whole_lines ? LinePriority<kAbsolute>(current + at, sent_.data() + at)
                                          : Priority(line, current);
       priority_[line] = p;
       const uint64_t bit = uint64_t{1} << (line % kLinesPerPage);

@@ -1,7 +1,7 @@
 // Which changed lines of a managed area go out with a version, and which wait
 // (managed communication, as in Bösen, under plain pointers). Within a byte
-// budget, the lines whose float32 elements changed most relative to what the
-// readers last received go first; the others stay in a residual and go
+// budget, the lines whose float32 elements changed most (relative to, or in
+// absolute terms from, what the readers last received) go first; the others stay in a residual and go
 // later: with spare budget, or once they have lagged `max_line_age` versions,
 // whatever the budget. A line whose bytes are back to what the readers have
 // leaves the residual unsent.
@@ -24,10 +24,17 @@
 
 namespace dsm {
 
+// How a changed float32 element is ranked against what readers have.
+enum class ManagedRank {
+  kRelative,  // |new - old| / max(|old|, tiny): Bösen's relative magnitude
+  kAbsolute,  // |new - old|: for values whose effect scales with the change itself
+};
+
 struct ManagedParams {
   // Versions a line may lag the writer on a replica; 0: every change goes
   // out with its own version.
   uint32_t max_line_age = 8;
+  ManagedRank rank = ManagedRank::kRelative;
 };
 
 // What one selection chose.
@@ -69,10 +76,14 @@ class ManagedSelection {
 
  private:
   // How much line `line` of `current` differs from what readers have:
-  // max over its float32 elements of |new - old| / max(|old|, tiny);
-  // infinite for a changed NaN or infinity, or changed bytes past the last
-  // whole element of a partial line.
+  // max over its float32 elements of their rank (|new - old| / max(|old|,
+  // tiny), or |new - old|); infinite for a changed NaN or infinity, or
+  // changed bytes past the last whole element of a partial line.
   float Priority(size_t line, const uint8_t* current) const;
+  // Select, with the rank's arithmetic chosen at compile time.
+  template <bool kAbsolute>
+  ManagedChoice SelectRanked(uint64_t version, const LineSet& changed, const uint8_t* current,
+                             size_t budget_bytes, LineSet* send);
 
   size_t area_bytes_;
   size_t lines_;

@@ -65,12 +65,10 @@ DirectoryResult AreaDirectory::Alloc(const Client& client, const Request& req, u
     return Error(DSM_ERR_INVALID,
                  fmt::format("reader_buffers must be 2..{}, got {}", kMaxReaderBuffers, buffers));
   }
-  if (req.managed_budget_bytes_per_s != 0 && req.managed_element != 0 &&
-      req.managed_element != DSM_ELEMENT_FLOAT32) {
+  if (req.managed_budget_bytes_per_s != 0 && !IsManagedElement(req.managed_element)) {
     return Error(DSM_ERR_INVALID,
-                 fmt::format("dsm_managed_opts.element {} is not a dsm_element (DSM_ELEMENT_"
-                             "FLOAT32, or 0 for it)",
-                             req.managed_element));
+                 fmt::format("dsm_managed_opts.element {} is not a dsm_element ({})",
+                             req.managed_element, kManagedElementsHelp));
   }
   const uint64_t page = backing_.page_bytes;
   const uint64_t copies = 1 + buffers;
@@ -132,7 +130,7 @@ DirectoryResult AreaDirectory::Alloc(const Client& client, const Request& req, u
   if (req.managed_budget_bytes_per_s != 0) {
     l.managed_budget_bytes_per_s = req.managed_budget_bytes_per_s;
     l.managed_max_line_age = req.managed_max_line_age;
-    l.managed_element = DSM_ELEMENT_FLOAT32;
+    l.managed_element = req.managed_element != 0 ? req.managed_element : uint32_t{DSM_ELEMENT_FLOAT32};
   }
   l.staleness_bound_ns = req.staleness_bound_ms != 0 ? uint64_t{req.staleness_bound_ms} * 1000000
                                                      : hdr.default_staleness_bound_ns;

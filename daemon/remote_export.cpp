@@ -51,6 +51,9 @@ void RemoteSync::OnSubscribe(const wire::Frame& f, uint16_t host, uint64_t now_n
     if (a.managed_budget_bytes_per_s != 0) {
       ManagedExport managed;
       managed.selection.max_line_age = a.managed_max_line_age;
+      managed.selection.rank = a.managed_element == DSM_ELEMENT_FLOAT32_ABSOLUTE
+                                   ? ManagedRank::kAbsolute
+                                   : ManagedRank::kRelative;
       managed.bytes_per_second = a.managed_budget_bytes_per_s;
       // Bursts of managed_burst_ns' worth, and at least a frame's.
       const double burst = static_cast<double>(a.managed_budget_bytes_per_s) *

@@ -122,11 +122,9 @@ int ClientSession::Alloc(const char* name, size_t size, const dsm_alloc_opts* op
                 "bytes per second other hosts may be sent, or use dsm_alloc",
                 name);
   }
-  if (managed && managed->element != 0 && managed->element != DSM_ELEMENT_FLOAT32) {
-    return Fail(DSM_ERR_INVALID,
-                "dsm_alloc_managed('{}'): element {} is not a dsm_element "
-                "(DSM_ELEMENT_FLOAT32, or 0 for it)",
-                name, managed->element);
+  if (managed && !IsManagedElement(managed->element)) {
+    return Fail(DSM_ERR_INVALID, "dsm_alloc_managed('{}'): element {} is not a dsm_element ({})",
+                name, managed->element, kManagedElementsHelp);
   }
   if (size == 0) return Fail(DSM_ERR_INVALID, "dsm_alloc('{}'): size is 0", name);
   if (size > segment_->header.slice_bytes) {

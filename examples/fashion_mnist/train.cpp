@@ -105,6 +105,9 @@ struct Options {
   // within this many MB/s, its largest relative changes first; 0: whole.
   double managed_mbps = 0;
   uint32_t max_line_age = 8;
+  // How a change is ranked: "absolute" (|new - old|) or "relative" (to |old|).
+  // Absolute trained better here at a quarter of the bytes (the README).
+  std::string managed_rank = "absolute";
   // The model is w0 + the mean of the workers' updates rather than their sum.
   bool average = false;
 };
@@ -268,7 +271,7 @@ bool Trainer::SetUpAreas() {
     dsm_managed_opts m{};
     m.budget_bytes_per_s = static_cast<uint64_t>(o_.managed_mbps * 1e6);
     m.max_line_age = o_.max_line_age;
-    m.element = DSM_ELEMENT_FLOAT32;
+    m.element = o_.managed_rank == "absolute" ? DSM_ELEMENT_FLOAT32_ABSOLUTE : DSM_ELEMENT_FLOAT32;
     own_ = dsm::alloc_managed<float>(area_name_, model_.num_params(), m, &opts);
   } else {
     own_ = dsm::alloc<float>(area_name_, model_.num_params(), &opts);
@@ -283,9 +286,14 @@ bool Trainer::SetUpAreas() {
     }
     return false;
   }
-  // The writer copy of a new area is not promised to be zero: clear it. Readers
-  // ignore an area until its first version, so nothing needs publishing here.
-  std::memset(own_.data(), 0, model_.num_params() * sizeof(float));
+  // The writer copy of a new area is not promised to be zero: start it at the
+  // update 0 (managed: the model w0, see AssembleView). Readers ignore an area
+  // until its first version, so nothing needs publishing here.
+  if (managed()) {
+    std::copy(w0_.begin(), w0_.end(), own_.data());
+  } else {
+    std::memset(own_.data(), 0, model_.num_params() * sizeof(float));
+  }
   if (managed()) {
     const std::string steps_name = o_.prefix + "/step/" + std::to_string(o_.rank);
     own_steps_ = dsm::alloc<uint64_t>(steps_name, 8);
@@ -338,12 +346,32 @@ void Trainer::AssembleView() {
   const int n = static_cast<int>(model_.num_params());
   // --average: the mean of the workers' updates, as if each step's rate were lr / W.
   const float scale = o_.average ? 1.f / static_cast<float>(o_.workers) : 1.f;
-  std::copy(w0_.begin(), w0_.end(), params_.begin());
-  cblas_saxpy(n, scale, own_.data(), 1, params_.data(), 1);
-  for (int j = 0; j < o_.workers; ++j) {
-    if (j == o_.rank || DeltaVersionOf(j) == 0) continue;  // version 0: nothing published yet
-    cblas_saxpy(n, scale, others_[static_cast<size_t>(j)].data(), 1, params_.data(), 1);
+  if (!managed()) {
+    std::copy(w0_.begin(), w0_.end(), params_.begin());
+    cblas_saxpy(n, scale, own_.data(), 1, params_.data(), 1);
+    for (int j = 0; j < o_.workers; ++j) {
+      if (j == o_.rank || DeltaVersionOf(j) == 0) continue;  // version 0: nothing published yet
+      cblas_saxpy(n, scale, others_[static_cast<size_t>(j)].data(), 1, params_.data(), 1);
+    }
+    return;
   }
+  // Managed: area k holds worker k's model m_k = w0 + update_k, so that the
+  // priority of a change (relative to what readers hold) is relative to the
+  // weight it moves, as in Boesen. w0 + scale * sum(update_k) is then
+  // (1 - seen * scale) * w0 + scale * sum(m_k) over the areas seen so far.
+  std::vector<const float*> seen{own_.data()};
+  for (int j = 0; j < o_.workers; ++j) {
+    if (j != o_.rank && DeltaVersionOf(j) != 0)
+      seen.push_back(others_[static_cast<size_t>(j)].data());
+  }
+  const float w0_scale = 1.f - static_cast<float>(seen.size()) * scale;
+  if (w0_scale == 0.f) {
+    std::fill(params_.begin(), params_.end(), 0.f);
+  } else {
+    std::copy(w0_.begin(), w0_.end(), params_.begin());
+    if (w0_scale != 1.f) cblas_sscal(n, w0_scale, params_.data(), 1);
+  }
+  for (const float* m : seen) cblas_saxpy(n, scale, m, 1, params_.data(), 1);
 }
 
 bool Trainer::Publish(uint64_t v) {
@@ -519,12 +547,11 @@ int Trainer::Run() {
 
   dsm::Session session;
   if (!session) return Fail("cannot connect to dsmd", session.status());
-  if (!SetUpAreas()) return 1;
-
   const size_t n = model_.num_params();
   w0_.resize(n);
   params_.resize(n);
   model_.Init(o_.seed, w0_.data());
+  if (!SetUpAreas()) return 1;
   if (o_.momentum > 0) velocity_.assign(n, 0.f);
   const uint64_t total_steps = static_cast<uint64_t>(o_.epochs) * steps_per_epoch_;
   // Learning rate of the step after `done` steps: a linear warm-up over the first
@@ -717,6 +744,7 @@ bool Trainer::WriteJson(const std::vector<EpochRecord>& epochs, double total_s) 
                  {"area", area_name_},
                  {"managed_mbps", o_.managed_mbps},
                  {"max_line_age", o_.max_line_age},
+                 {"managed_rank", o_.managed_rank},
                  {"average", o_.average},
                  {"area_bytes", model_.num_params() * sizeof(float)}};
   double compute = 0, publish = 0, wait = 0, eval = 0;
@@ -834,8 +862,11 @@ int main(int argc, char** argv) {
   app.add_flag("--quiet", o.quiet, "only the per-epoch lines");
   app.add_option("--managed-mbps", o.managed_mbps,
                  "managed sync: send the own update to each "
-                 "other host within this many MB/s, largest relative changes first (0: whole)")
+                 "other host within this many MB/s, largest changes first (0: whole)")
       ->check(CLI::Range(0.0, 1e6));
+  app.add_option("--managed-rank", o.managed_rank,
+                 "managed sync: rank a change by its absolute size or relative to the old value")
+      ->check(CLI::IsMember({"absolute", "relative"}));
   app.add_option("--max-line-age", o.max_line_age,
                  "managed sync: versions a changed line may "
                  "wait")

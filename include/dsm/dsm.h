@@ -117,7 +117,8 @@ int dsm_alloc(const char *name, size_t size, const dsm_alloc_opts *opts, void **
 
 /* How a managed area's lines are read to rank their changes. */
 typedef enum dsm_element {
-  DSM_ELEMENT_FLOAT32 = 1, /* 16 floats a line: the largest relative change ranks it */
+  DSM_ELEMENT_FLOAT32 = 1,          /* 16 floats a line: the largest relative change ranks it */
+  DSM_ELEMENT_FLOAT32_ABSOLUTE = 2, /* 16 floats a line: the largest absolute change ranks it */
 } dsm_element;
 
 typedef struct dsm_managed_opts {
@@ -128,7 +129,9 @@ typedef struct dsm_managed_opts {
 
 /* dsm_alloc() of an area whose versions reach other hosts within a bandwidth
  * budget. Each version sent carries, within the budget, the changed lines whose
- * elements changed most relative to what the other hosts last received; the
+ * elements changed most from what the other hosts last received (relatively,
+ * or in absolute terms with DSM_ELEMENT_FLOAT32_ABSOLUTE: model weights, whose
+ * effect scales with the change itself, train better so); the
  * others wait and go later: with budget to spare, or once they would lag more
  * than max_line_age versions, whatever the budget. Lag counts the versions
  * other hosts receive (versions published between two that dsmd sends are one

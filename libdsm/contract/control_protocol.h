@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "coherence/constants.h"
+#include "dsm/dsm.h"
 
 namespace dsm {
 
@@ -44,6 +45,13 @@ struct Request {
   uint32_t managed_max_line_age;
   uint32_t managed_element;  // dsm_element
 };
+
+// A dsm_managed_opts.element dsmd ranks lines by (0 means DSM_ELEMENT_FLOAT32).
+inline bool IsManagedElement(uint32_t element) {
+  return element == 0 || element == DSM_ELEMENT_FLOAT32 || element == DSM_ELEMENT_FLOAT32_ABSOLUTE;
+}
+inline constexpr const char* kManagedElementsHelp =
+    "DSM_ELEMENT_FLOAT32 (or 0 for it) or DSM_ELEMENT_FLOAT32_ABSOLUTE";
 
 struct Reply {
   uint32_t magic;

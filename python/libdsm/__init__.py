@@ -64,6 +64,10 @@ _PAGE_TRACKER = {
     "uffd": _libdsm.PAGE_TRACKER_UFFD,
     "mprotect": _libdsm.PAGE_TRACKER_MPROTECT,
 }
+_MANAGED_RANK = {
+    "relative": _libdsm.ELEMENT_FLOAT32,
+    "absolute": _libdsm.ELEMENT_FLOAT32_ABSOLUTE,
+}
 _LINE_BYTES = 64
 _U32_MAX = 2**32 - 1
 
@@ -175,7 +179,7 @@ class Session:
 
     def alloc(self, name, shape, dtype, tracking="pages", *, page_tracker="auto",
               sync_interval_us=0, staleness_bound_ms=0, reader_buffers=0,
-              managed_budget_bytes_per_s=0, max_line_age=8):
+              managed_budget_bytes_per_s=0, max_line_age=8, managed_rank="relative"):
         """Allocates area ``name`` of ``shape`` x ``dtype``; this process is its writer.
 
         ``tracking``: "pages" (default: plain stores from NumPy, torch or any
@@ -184,8 +188,10 @@ class Session:
         ``sync_interval_us``, ``staleness_bound_ms``, ``reader_buffers``: 0 is
         the daemon's default (dsm_alloc_opts). ``managed_budget_bytes_per_s``
         > 0 makes a managed area (dsm_alloc_managed: float32 lines, largest
-        relative changes first within that budget, none waiting more than
-        ``max_line_age`` versions); ``status()`` then reports what waits.
+        changes first within that budget, none waiting more than
+        ``max_line_age`` versions); ``managed_rank`` "relative" (|new-old|/|old|,
+        DSM_ELEMENT_FLOAT32) or "absolute" (|new-old|, DSM_ELEMENT_FLOAT32_ABSOLUTE)
+        ranks them. ``status()`` then reports what waits.
         """
         _check_name(name)
         shape = _check_shape(shape)
@@ -194,6 +200,9 @@ class Session:
             raise TypeError("tracking and page_tracker are strings")
         if tracking not in _TRACKING:
             raise ValueError(f"tracking must be one of {sorted(_TRACKING)}, got {tracking!r}")
+        if managed_rank not in _MANAGED_RANK:
+            raise ValueError(
+                f"managed_rank must be one of {sorted(_MANAGED_RANK)}, got {managed_rank!r}")
         if page_tracker not in _PAGE_TRACKER:
             raise ValueError(
                 f"page_tracker must be one of {sorted(_PAGE_TRACKER)}, got {page_tracker!r}")
@@ -201,7 +210,8 @@ class Session:
                 _u32(staleness_bound_ms, "staleness_bound_ms"),
                 _u32(reader_buffers, "reader_buffers"),
                 _u64(managed_budget_bytes_per_s, "managed_budget_bytes_per_s"),
-                _u32(max_line_age, "max_line_age"))
+                _u32(max_line_age, "max_line_age"),
+                _MANAGED_RANK[managed_rank])
         nbytes = math.prod(shape) * dt.itemsize
         if tracking != "log" and page_tracker != "uffd":
             _faulthandler_first()

@@ -95,7 +95,7 @@ std::unique_ptr<Area> Alloc(std::shared_ptr<SessionState> session, const std::st
                             size_t size, uint32_t tracking, uint32_t page_tracker,
                             uint32_t sync_interval_us, uint32_t staleness_bound_ms,
                             uint32_t reader_buffers, uint64_t budget_bytes_per_s,
-                            uint32_t max_line_age) {
+                            uint32_t max_line_age, uint32_t element) {
   dsm_alloc_opts o{};
   o.tracking = tracking;
   o.page_tracker = page_tracker;
@@ -105,7 +105,7 @@ std::unique_ptr<Area> Alloc(std::shared_ptr<SessionState> session, const std::st
   dsm_managed_opts m{};
   m.budget_bytes_per_s = budget_bytes_per_s;
   m.max_line_age = max_line_age;
-  m.element = DSM_ELEMENT_FLOAT32;
+  m.element = element;
   void* p = nullptr;
   int rc;
   {
@@ -245,6 +245,8 @@ PYBIND11_MODULE(_libdsm, m) {
   m.attr("PAGE_TRACKER_AUTO") = static_cast<int>(DSM_PAGE_TRACKER_AUTO);
   m.attr("PAGE_TRACKER_UFFD") = static_cast<int>(DSM_PAGE_TRACKER_UFFD);
   m.attr("PAGE_TRACKER_MPROTECT") = static_cast<int>(DSM_PAGE_TRACKER_MPROTECT);
+  m.attr("ELEMENT_FLOAT32") = static_cast<int>(DSM_ELEMENT_FLOAT32);
+  m.attr("ELEMENT_FLOAT32_ABSOLUTE") = static_cast<int>(DSM_ELEMENT_FLOAT32_ABSOLUTE);
   m.attr("ERR_TIMEOUT") = static_cast<int>(DSM_ERR_TIMEOUT);
 
   m.def("strerror", [](int code) { return std::string(dsm_strerror(code)); });

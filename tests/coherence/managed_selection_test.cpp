@@ -284,11 +284,39 @@ TEST(ManagedSelectionTest, ResetMeansReadersHoldTheGivenBytes) {
       << "a line equal to what readers have does not wait";
 }
 
+TEST(ManagedSelectionTest, AbsoluteRankSendsTheLargestChangesWhateverTheValue) {
+  ManagedRun run(4, {.max_line_age = 100, .rank = ManagedRank::kAbsolute});
+  const float base[] = {0.001f, 1.0f, 100.0f, 0.1f};
+  for (size_t line = 0; line < 4; ++line) run.Write(line, 0, base[line]);
+  run.Publish(1, 4 * kLineBytes);
+  // Relative moves 100, 0.5, 0.02, 1; absolute 0.1, 0.5, 2, 0.1.
+  run.Write(0, 0, 0.101f);
+  run.Write(1, 0, 1.5f);
+  run.Write(2, 0, 102.0f);
+  run.Write(3, 0, 0.2f);
+  run.Publish(2, 2 * kLineBytes);
+  EXPECT_EQ(Lines(run.sent_lines()), (std::vector<size_t>{1, 2}));
+
+  ManagedRun relative(4, {.max_line_age = 100});
+  for (size_t line = 0; line < 4; ++line) relative.Write(line, 0, base[line]);
+  relative.Publish(1, 4 * kLineBytes);
+  relative.Write(0, 0, 0.101f);
+  relative.Write(1, 0, 1.5f);
+  relative.Write(2, 0, 102.0f);
+  relative.Write(3, 0, 0.2f);
+  relative.Publish(2, 2 * kLineBytes);
+  EXPECT_EQ(Lines(relative.sent_lines()), (std::vector<size_t>{0, 3}));
+}
+
 // The priority of whole lines (computed four floats at a time) against a
 // plain scalar statement of it, on random bit patterns: NaNs, infinities,
 // subnormals, both zeros, tiny and huge values, and unchanged elements.
-TEST(ManagedSelectionTest, WholeLinePriorityMatchesTheScalarDefinition) {
-  auto expected = [](const float* now, const float* had) {
+// Both ranks.
+class WholeLinePriority : public ::testing::TestWithParam<ManagedRank> {};
+
+TEST_P(WholeLinePriority, MatchesTheScalarDefinition) {
+  const bool absolute = GetParam() == ManagedRank::kAbsolute;
+  auto expected = [absolute](const float* now, const float* had) {
     float most = 0.0f;
     for (size_t i = 0; i < kFloatsPerLine; ++i) {
       uint32_t a, b;
@@ -298,8 +326,10 @@ TEST(ManagedSelectionTest, WholeLinePriorityMatchesTheScalarDefinition) {
       if (!std::isfinite(now[i]) || !std::isfinite(had[i])) {
         return std::numeric_limits<float>::infinity();
       }
-      const float rel = std::fabs(now[i] - had[i]) /
-                        std::max(std::fabs(had[i]), std::numeric_limits<float>::min());
+      const float rel =
+          absolute ? std::fabs(now[i] - had[i])
+                   : std::fabs(now[i] - had[i]) /
+                         std::max(std::fabs(had[i]), std::numeric_limits<float>::min());
       most = std::max({most, rel, std::numeric_limits<float>::denorm_min()});
     }
     return most;
@@ -333,7 +363,7 @@ TEST(ManagedSelectionTest, WholeLinePriorityMatchesTheScalarDefinition) {
     had[i] = draw();
     now[i] = rng() % 3 == 0 ? had[i] : draw();
   }
-  ManagedSelection s(kLines * kLineBytes, {.max_line_age = 100});
+  ManagedSelection s(kLines * kLineBytes, {.max_line_age = 100, .rank = GetParam()});
   LineSet all(kLines * kLineBytes), send(kLines * kLineBytes);
   all.AddAll();
   s.Reset(reinterpret_cast<const uint8_t*>(had.data()));
@@ -344,6 +374,12 @@ TEST(ManagedSelectionTest, WholeLinePriorityMatchesTheScalarDefinition) {
         << "line " << line << ": " << s.priority(line) << " vs " << want;
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Ranks, WholeLinePriority,
+                         ::testing::Values(ManagedRank::kRelative, ManagedRank::kAbsolute),
+                         [](const auto& info) {
+                           return info.param == ManagedRank::kAbsolute ? "Absolute" : "Relative";
+                         });
 
 TEST(ManagedSelectionTest, PartialLastLineComparesOnlyTheAreasBytes) {
   constexpr size_t kBytes = 2 * kLineBytes + 6;  // one float and two bytes in the last line

@@ -128,8 +128,13 @@ TEST_F(WithSession, BadManagedOptionsAreRejectedWithWhatToGive) {
   m.budget_bytes_per_s = 1 << 20;
   m.element = 7;
   EXPECT_EQ(dsm_alloc_managed("errors/managed", 4096, nullptr, &m, &p), DSM_ERR_INVALID);
-  EXPECT_NE(LastError().find("DSM_ELEMENT_FLOAT32"), std::string::npos) << LastError();
+  EXPECT_NE(LastError().find("DSM_ELEMENT_FLOAT32_ABSOLUTE"), std::string::npos) << LastError();
   EXPECT_EQ(p, nullptr);
+  m.element = DSM_ELEMENT_FLOAT32_ABSOLUTE;  // ranked by absolute change: accepted
+  ASSERT_EQ(dsm_alloc_managed("errors/managed-absolute", 4096, nullptr, &m, &p), DSM_OK)
+      << LastError();
+  ASSERT_EQ(dsm_free(p), DSM_OK);
+  p = nullptr;
   // Good options: a managed area; a plain one says it is not.
   m.element = 0;
   m.max_line_age = 5;

@@ -55,6 +55,8 @@ def test_bad_options(session, name):
         session.alloc(name, 16, np.float32, managed_budget_bytes_per_s=-1)
     with pytest.raises(TypeError):
         session.alloc(name, 16, np.float32, max_line_age="old")
+    with pytest.raises(ValueError, match="managed_rank"):
+        session.alloc(name, 16, np.float32, managed_budget_bytes_per_s=1, managed_rank="loud")
     session.alloc(name, 16, np.float32).close()
 
 
@@ -67,6 +69,10 @@ def test_managed_areas_report_their_budget(session, name):
     assert st["managed_max_line_age"] == 3
     assert st["managed_residual_lines"] == 0  # no other host reads it
     w.close()
+    absolute = session.alloc(name + "-absolute", 4096, np.float32, tracking="log",
+                             managed_budget_bytes_per_s=2_000_000, managed_rank="absolute")
+    assert absolute.status()["managed"] is True
+    absolute.close()
     plain = session.alloc(name + "-plain", 16, np.float32)
     assert plain.status()["managed"] is False
     plain.close()
