@@ -1,6 +1,6 @@
 #include "coherence/managed_selection.h"
 
-#include <emmintrin.h>
+#include <immintrin.h>
 
 #include <algorithm>
 #include <bit>
@@ -60,6 +60,64 @@ float LinePriority(const uint8_t* now, const uint8_t* had) {
   most = _mm_max_ss(most, _mm_shuffle_ps(most, most, 1));
   return _mm_cvtss_f32(most);
 }
+
+// The same, sixteen floats at once (AVX-512F): the ranking of a dense update
+// is half arithmetic. Identical results: the same IEEE operations per element.
+// (GCC 12's unmasked AVX-512 intrinsics pass an undefined vector as the
+// masked-off source, which -Wmaybe-uninitialized reports.)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+template <bool kAbsolute>
+__attribute__((target("avx512f"))) float LinePriorityAvx512(const uint8_t* now,
+                                                            const uint8_t* had) {
+  const __m512 x = _mm512_loadu_ps(now);
+  const __m512 y = _mm512_loadu_ps(had);
+  const __mmask16 changed =
+      _mm512_cmpneq_epi32_mask(_mm512_castps_si512(x), _mm512_castps_si512(y));
+  if (changed == 0) return 0.0f;
+  const __m512 inf = _mm512_set1_ps(std::numeric_limits<float>::infinity());
+  const __m512 abs_y = _mm512_abs_ps(y);
+  // Not finite: |v| not below the largest float's successor, or NaN.
+  const __mmask16 nonfinite = _mm512_mask_cmp_ps_mask(changed, _mm512_abs_ps(x), inf, _CMP_NLT_UQ) |
+                              _mm512_mask_cmp_ps_mask(changed, abs_y, inf, _CMP_NLT_UQ);
+  if (nonfinite != 0) return std::numeric_limits<float>::infinity();
+  __m512 rank = _mm512_abs_ps(_mm512_sub_ps(x, y));
+  if constexpr (!kAbsolute) {
+    rank = _mm512_div_ps(rank, _mm512_max_ps(abs_y, _mm512_set1_ps(kTinyMagnitude)));
+  }
+  rank = _mm512_max_ps(rank, _mm512_set1_ps(std::numeric_limits<float>::denorm_min()));
+  // The largest over the changed elements (the others 0: every rank is > 0),
+  // folded by halves (GCC 12's reduce intrinsics warn of undefined inputs).
+  __m512 most = _mm512_maskz_mov_ps(changed, rank);
+  most = _mm512_max_ps(most, _mm512_shuffle_f32x4(most, most, _MM_SHUFFLE(1, 0, 3, 2)));
+  most = _mm512_max_ps(most, _mm512_shuffle_f32x4(most, most, _MM_SHUFFLE(2, 3, 0, 1)));
+  __m128 low = _mm512_castps512_ps128(most);
+  low = _mm_max_ps(low, _mm_movehl_ps(low, low));
+  low = _mm_max_ss(low, _mm_shuffle_ps(low, low, 1));
+  return _mm_cvtss_f32(low);
+}
+
+// Ranks the lines of `mask` (whole lines of one page) into out[bit].
+template <bool kAbsolute>
+void RankLinesSse2(const uint8_t* now, const uint8_t* had, uint64_t mask, float* out) {
+  for (; mask != 0; mask &= mask - 1) {
+    const size_t i = static_cast<size_t>(std::countr_zero(mask));
+    out[i] = LinePriority<kAbsolute>(now + i * kLineBytes, had + i * kLineBytes);
+  }
+}
+
+template <bool kAbsolute>
+__attribute__((target("avx512f"))) void RankLinesAvx512(const uint8_t* now, const uint8_t* had,
+                                                        uint64_t mask, float* out) {
+  for (; mask != 0; mask &= mask - 1) {
+    const size_t i = static_cast<size_t>(std::countr_zero(mask));
+    out[i] = LinePriorityAvx512<kAbsolute>(now + i * kLineBytes, had + i * kLineBytes);
+  }
+}
+
+#pragma GCC diagnostic pop
+
+bool use_avx512 = __builtin_cpu_supports("avx512f");
 
 void AddLine(LineSet* set, size_t line) {
   set->AddMask(line / kLinesPerPage, uint64_t{1} << (line % kLinesPerPage));
@@ -170,15 +228,23 @@ ManagedChoice ManagedSelection::SelectRanked(uint64_t version, const LineSet& ch
   // Then each waiting line is due (it would lag too long: it goes now) or a
   // candidate for the budget.
   const size_t whole_lines = area_bytes_ / kLineBytes;
+  auto* const rank_lines = use_avx512 ? RankLinesAvx512<kAbsolute> : RankLinesSse2<kAbsolute>;
   for (size_t page = 0; page < residual_.size(); ++page) {
     uint64_t word = residual_[page];
-    for (uint64_t written = changed.mask(page); written != 0; written &= written - 1) {
-      const size_t line = page * kLinesPerPage + static_cast<size_t>(std::countr_zero(written));
-      if (line >= lines_) break;
-      const size_t at = line * kLineBytes;
-      const float p = line < whole_lines ? LinePriority<kAbsolute>(current + at, sent_.data() + at)
-                                         : Priority(line, current);
-      priority_[line] = p;
+    const size_t first = page * kLinesPerPage;
+    uint64_t written = changed.mask(page);
+    if (first + kLinesPerPage > lines_) written &= (uint64_t{1} << (lines_ - first)) - 1;
+    // Whole lines at once; a partial last line (the last page's) on its own.
+    uint64_t whole = written;
+    if (first + kLinesPerPage > whole_lines) {
+      whole &= whole_lines > first ? (uint64_t{1} << (whole_lines - first)) - 1 : 0;
+    }
+    rank_lines(current + first * kLineBytes, sent_.data() + first * kLineBytes, whole,
+               &priority_[first]);
+    if (written != whole) priority_[whole_lines] = Priority(whole_lines, current);
+    for (; written != 0; written &= written - 1) {
+      const size_t line = first + static_cast<size_t>(std::countr_zero(written));
+      const float p = priority_[line];
       const uint64_t bit = uint64_t{1} << (line % kLinesPerPage);
       if (p == 0.0f) {
         word &= ~bit;
@@ -247,6 +313,12 @@ uint64_t ManagedSelection::OldestLag(uint64_t version) const {
     }
   }
   return oldest == 0 || oldest > version ? 0 : version - oldest + 1;
+}
+
+bool UseAvx512ManagedRanking(bool on) {
+  const bool was = use_avx512;
+  use_avx512 = on && __builtin_cpu_supports("avx512f");
+  return was;
 }
 
 }  // namespace dsm

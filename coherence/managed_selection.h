@@ -106,6 +106,10 @@ class ManagedSelection {
   std::vector<Candidate> boundary_;    // ChooseHighest's candidates of the boundary bucket
 };
 
+// Tests: rank with SSE2 even where AVX-512F is there (both must agree with
+// the scalar definition). Returns whether AVX-512F was in use.
+bool UseAvx512ManagedRanking(bool on);
+
 }  // namespace dsm
 
 #endif  // DSM_COHERENCE_MANAGED_SELECTION_H_

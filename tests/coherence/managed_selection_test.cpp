@@ -363,16 +363,23 @@ TEST_P(WholeLinePriority, MatchesTheScalarDefinition) {
     had[i] = draw();
     now[i] = rng() % 3 == 0 ? had[i] : draw();
   }
-  ManagedSelection s(kLines * kLineBytes, {.max_line_age = 100, .rank = GetParam()});
-  LineSet all(kLines * kLineBytes), send(kLines * kLineBytes);
-  all.AddAll();
-  s.Reset(reinterpret_cast<const uint8_t*>(had.data()));
-  s.Select(1, all, reinterpret_cast<const uint8_t*>(now.data()), 0, &send);
-  for (size_t line = 0; line < kLines; ++line) {
-    const float want = expected(&now[line * kFloatsPerLine], &had[line * kFloatsPerLine]);
-    ASSERT_EQ(std::bit_cast<uint32_t>(s.priority(line)), std::bit_cast<uint32_t>(want))
-        << "line " << line << ": " << s.priority(line) << " vs " << want;
+  // SSE2, then AVX-512F where the machine has it.
+  const bool had_avx512 = UseAvx512ManagedRanking(false);
+  for (const bool avx512 : {false, true}) {
+    SCOPED_TRACE(avx512 ? "AVX-512F if present" : "SSE2");
+    UseAvx512ManagedRanking(avx512);
+    ManagedSelection s(kLines * kLineBytes, {.max_line_age = 100, .rank = GetParam()});
+    LineSet all(kLines * kLineBytes), send(kLines * kLineBytes);
+    all.AddAll();
+    s.Reset(reinterpret_cast<const uint8_t*>(had.data()));
+    s.Select(1, all, reinterpret_cast<const uint8_t*>(now.data()), 0, &send);
+    for (size_t line = 0; line < kLines; ++line) {
+      const float want = expected(&now[line * kFloatsPerLine], &had[line * kFloatsPerLine]);
+      ASSERT_EQ(std::bit_cast<uint32_t>(s.priority(line)), std::bit_cast<uint32_t>(want))
+          << "line " << line << ": " << s.priority(line) << " vs " << want;
+    }
   }
+  UseAvx512ManagedRanking(had_avx512);
 }
 
 INSTANTIATE_TEST_SUITE_P(Ranks, WholeLinePriority,
