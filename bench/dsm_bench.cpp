@@ -180,6 +180,19 @@ inline void StampLine(uint64_t* w, uint64_t version, uint64_t line) {
   for (uint64_t j = 0; j < 8; ++j) w[j] = (version << 40) ^ (line << 3) ^ j;
 }
 
+// A managed area holds floats that move a little at each change, as weights
+// do in training, so that its lines rank by how far they moved. Deterministic
+// in (version, line): any run of the same rounds ends with the same bytes.
+inline void InitWeights(float* l, uint64_t line) {
+  for (uint64_t j = 0; j < 16; ++j) l[j] = static_cast<float>((line * 16 + j) % 1000) * 1e-3f;
+}
+inline void MoveWeights(float* l, uint64_t version, uint64_t line) {
+  for (uint64_t j = 0; j < 16; ++j) {
+    const uint64_t x = XXH3_64bits_withSeed(&line, sizeof line, version * 16 + j);
+    l[j] += static_cast<float>(static_cast<int64_t>(x % 20001) - 10000) * 1e-7f;
+  }
+}
+
 // ---------------------------------------------------------------------------
 // dsmd counters through dsmctl.
 
@@ -411,6 +424,10 @@ struct WriterOptions {
   bool verify = true;
   bool timeline = false;
   bool no_counters = false;
+  // Managed area (dsm_alloc_managed, ranked by absolute change): this many
+  // MB/s per reader host; 0: a plain area.
+  double managed_mbps = 0;
+  uint32_t max_line_age = 8;
 };
 
 class Writer {
@@ -426,6 +443,9 @@ class Writer {
   bool WaitReaders(uint64_t version, std::string* error);
   bool Round(uint64_t version, std::string* error);
   bool Publish(uint64_t version, std::string* error);
+  // Managed: after the last change, until the writer's host has sent every
+  // line (dsm_service publishes versions that carry what waits).
+  bool Converge(std::string* error);
   json Results();
   // Where each measured version's time went (stage_breakdown.h), from every
   // host's dsmd timeline; the replicas must still exist (readers attached).
@@ -444,7 +464,12 @@ class Writer {
   std::unique_ptr<LineChooser> chooser_;
   std::vector<uint32_t> chosen_;
   uint64_t first_measured_ = 0, last_measured_ = 0;
+  uint64_t final_version_ = 0;  // readers compare their copy at this version
   uint64_t busy_retries_ = 0;
+  // Managed: the oldest lag the writer's host reported after any publish,
+  // and how long the replicas took to hold every line after the last change.
+  uint64_t max_oldest_lag_ = 0;
+  double converge_ms_ = -1;
   std::vector<uint64_t> changed_lines_;  // by version
   std::vector<uint64_t> modify_ns_, publish_call_ns_, wait_ns_;
   std::vector<uint64_t> publish_end_ns_;  // by version: when dsm_publish returned
@@ -481,6 +506,8 @@ json Writer::ConfigJson() const {
           {"seed", o_.seed},
           {"sync_interval_us", o_.sync_interval_us},
           {"reader_buffers", o_.reader_buffers == 0 ? 2 : o_.reader_buffers},
+          {"managed_mbps", o_.managed_mbps},
+          {"max_line_age", o_.max_line_age},
           {"area_name", o_.name}};
 }
 
@@ -540,6 +567,7 @@ bool Writer::Setup(std::string* error) {
     return false;
   }
   h_ = board_.header();
+  h_->managed = o_.managed_mbps > 0;
   changed_lines_.assign(capacity, 0);
   if (!InitSession(o_.socket, error)) return false;
   session_ = true;
@@ -548,7 +576,12 @@ bool Writer::Setup(std::string* error) {
   ao.reader_buffers = o_.reader_buffers;
   void* p = nullptr;
   h_->alloc_ns.store(MonotonicNs(), std::memory_order_release);
-  int rc = dsm_alloc(o_.name.c_str(), o_.size, &ao, &p);
+  dsm_managed_opts mo{};
+  mo.budget_bytes_per_s = static_cast<uint64_t>(o_.managed_mbps * 1e6);
+  mo.max_line_age = o_.max_line_age;
+  mo.element = DSM_ELEMENT_FLOAT32_ABSOLUTE;
+  int rc = h_->managed ? dsm_alloc_managed(o_.name.c_str(), o_.size, &ao, &mo, &p)
+                       : dsm_alloc(o_.name.c_str(), o_.size, &ao, &p);
   if (rc != DSM_OK) {
     *error = "dsm_alloc(" + o_.name + ", " + std::to_string(o_.size) + "): " + LastError(rc);
     return false;
@@ -585,8 +618,14 @@ bool Writer::PublishWhole(std::string* error) {
     SleepNs(kMs);
   }
   auto* w = reinterpret_cast<uint64_t*>(area_);
-  for (size_t line = 0; line < lines_; ++line) StampLine(w + line * 8, 1, line);
-  w[0] = 1;
+  if (h_->managed) {
+    for (size_t line = 0; line < lines_; ++line) {
+      InitWeights(reinterpret_cast<float*>(w + line * 8), line);
+    }
+  } else {
+    for (size_t line = 0; line < lines_; ++line) StampLine(w + line * 8, 1, line);
+    w[0] = 1;
+  }
   dsm_log(area_, lines_ * kLine);
   changed_lines_[1] = lines_;
   if (!Publish(1, error)) return false;
@@ -669,7 +708,23 @@ bool Writer::Round(uint64_t version, std::string* error) {
   const uint64_t m0 = MonotonicNs();
   auto* w = reinterpret_cast<uint64_t*>(area_);
   size_t changed;
-  if (chooser_->all()) {
+  if (h_->managed) {
+    // Weights that move (the stamps below would rank as garbage floats).
+    if (chooser_->all()) {
+      for (size_t line = 0; line < lines_; ++line) {
+        MoveWeights(reinterpret_cast<float*>(w + line * 8), version, line);
+      }
+      dsm_log(area_, lines_ * kLine);
+      changed = lines_;
+    } else {
+      chooser_->Choose(&chosen_);
+      for (uint32_t line : chosen_) {
+        MoveWeights(reinterpret_cast<float*>(w + size_t{line} * 8), version, line);
+        dsm_log(w + size_t{line} * 8, kLine);
+      }
+      changed = chosen_.size();
+    }
+  } else if (chooser_->all()) {
     for (size_t line = 0; line < lines_; ++line) StampLine(w + line * 8, version, line);
     w[0] = version;
     dsm_log(area_, lines_ * kLine);
@@ -688,9 +743,41 @@ bool Writer::Round(uint64_t version, std::string* error) {
   changed_lines_[version] = changed;
   const uint64_t m1 = MonotonicNs();
   if (!Publish(version, error)) return false;
+  if (h_->managed) {
+    dsm_managed_status st{};
+    if (dsm_status_managed(area_, &st) == DSM_OK) {
+      max_oldest_lag_ = std::max(max_oldest_lag_, st.oldest_lag);
+    }
+  }
   wait_ns_.push_back(m0 - w0);
   modify_ns_.push_back(m1 - m0);
   return true;
+}
+
+bool Writer::Converge(std::string* error) {
+  const uint64_t t0 = MonotonicNs();
+  for (;;) {
+    dsm_service();
+    const uint64_t v = dsm_version(area_);
+    dsm_managed_status st{};
+    const int rc = dsm_status_managed(area_, &st);
+    if (rc != DSM_OK) {
+      *error = "dsm_status_managed: " + LastError(rc);
+      return false;
+    }
+    if (st.exported && st.as_of_version == v && st.residual_lines == 0) {
+      converge_ms_ = static_cast<double>(MonotonicNs() - t0) / 1e6;
+      final_version_ = v;
+      return true;
+    }
+    if (g_interrupted || MonotonicNs() - t0 > uint64_t{o_.timeout_s} * 1000 * kMs) {
+      *error = std::to_string(st.residual_lines) + " lines still wait after " +
+               std::to_string(o_.timeout_s) + " s (as of version " +
+               std::to_string(st.as_of_version) + ", writer at " + std::to_string(v) + ")";
+      return false;
+    }
+    SleepNs(kMs);
+  }
 }
 
 int Writer::Run() {
@@ -785,10 +872,16 @@ int Writer::Run() {
     }
     stages_ = Stages();
   }
+  final_version_ = last_measured_;
+  if (h_->managed && (!Converge(&error) || !WaitReaders(final_version_, &error))) {
+    Fail("managed area, after the last change: " + error);
+    dsm_fini();
+    return 1;
+  }
   // Done: readers check the final content and leave.
   h_->final_hash = o_.verify ? XXH3_64bits(area_, o_.size) : 0;
-  if (o_.verify) WriteExpected();
-  h_->final_version.store(last_measured_, std::memory_order_release);
+  if (o_.verify && !h_->managed) WriteExpected();
+  h_->final_version.store(final_version_, std::memory_order_release);
   h_->writer_state.store(static_cast<uint32_t>(WriterState::kDone), std::memory_order_release);
   const uint64_t deadline = MonotonicNs() + uint64_t{o_.timeout_s} * 1000 * kMs;
   for (;;) {
@@ -899,6 +992,13 @@ json Writer::Results() {
               {"publish_busy_retries", busy_retries_},
               {"stages", stages_},
               {"readers", readers}};
+  if (h_->managed) {
+    res["managed"] = {{"budget_bytes_per_s", o_.managed_mbps * 1e6},
+                      {"max_line_age", o_.max_line_age},
+                      {"max_oldest_lag", max_oldest_lag_},
+                      {"converge_ms", converge_ms_},
+                      {"final_version", final_version_}};
+  }
   if (o_.timeline) {
     json t = json::array();
     for (uint64_t v = first_measured_; v <= last_measured_; ++v) {
@@ -1014,6 +1114,9 @@ json Writer::Results() {
 //    transfer time is one round's changed bytes at the raw throughput.
 json Writer::Targets(const json& out) const {
   json t = json::object();
+  // A managed area trades delivery for bytes by design: the throughput and
+  // latency targets of whole versions do not apply (PrintManagedTable).
+  if (h_->managed) return t;
   const double raw_bps = out["raw"].value("bytes_per_sec", 0.0);
   const json& r = out["results"];
   if (o_.fraction >= 0.999) {
@@ -1098,7 +1201,8 @@ int RunReader(const ReaderOptions& o) {
   uint64_t* vis = board.visible_ns(o.id);
   const uint64_t capacity = h->capacity;
   uint64_t last = dsm_version(p);
-  if (words[0] != last) ++slot.stamp_errors;
+  const bool stamped = h->managed == 0;  // a managed area's line 0 may lag
+  if (stamped && words[0] != last) ++slot.stamp_errors;
   vis[std::min(last, capacity - 1)] = MonotonicNs();
   slot.seen.store(last, std::memory_order_release);
   slot.state.store(static_cast<int32_t>(ReaderState::kReady), std::memory_order_release);
@@ -1114,7 +1218,7 @@ int RunReader(const ReaderOptions& o) {
     const uint64_t v = dsm_version(p);
     if (v > last) {
       for (uint64_t u = last + 1; u <= v && u < capacity; ++u) vis[u] = now;
-      if (words[0] != v) ++slot.stamp_errors;
+      if (stamped && words[0] != v) ++slot.stamp_errors;
       ++slot.distinct_versions;
       last = v;
       last_progress = now;
@@ -1133,7 +1237,8 @@ int RunReader(const ReaderOptions& o) {
   slot.final_version = last;
   slot.final_hash = h->verify ? XXH3_64bits(p, h->area_bytes) : 0;
   if (h->verify && slot.final_hash != h->final_hash) {
-    const std::string why = DiffLines(o.board + ".expect", words, h->area_bytes / kLine);
+    const std::string why = stamped ? DiffLines(o.board + ".expect", words, h->area_bytes / kLine)
+                                    : "a managed area: lines carry no version stamps";
     std::fprintf(stderr, "dsm-bench reader %u: content at version %" PRIu64
                  " differs from the writer's (XXH3 %016" PRIx64 " vs %016" PRIx64 "): %s\n",
                  o.id, last, slot.final_hash, h->final_hash, why.c_str());
@@ -1290,6 +1395,37 @@ void PrintStageTable(const json& runs) {
 
 // Runs of one configuration with and without a key file: rounds/s keyed as
 // a share of rounds/s without (medians where a configuration ran repeatedly).
+// Managed runs: what reached the wire per changed byte, the oldest lag the
+// writer's host reported against the bound, and the time from the last
+// change until every line had been sent (replicas then compared by XXH3).
+void PrintManagedTable(const json& runs) {
+  bool any = false;
+  for (const auto& r : runs) {
+    if (r.value("status", "") != "ok" || !r["results"].contains("managed")) continue;
+    if (!any) {
+      std::printf("\nmanaged areas (ranked by absolute change):\n");
+      std::printf("%-30s %5s %10s %9s %10s %8s %11s  %s\n", "config", "f", "budget MB/s",
+                  "wire/chg", "oldest lag", "bound", "converge ms", "replicas");
+      any = true;
+    }
+    const json c = r.value("config", json::object());
+    const json& m = r["results"]["managed"];
+    const json& w = r["wire"];
+    char f[16];
+    std::snprintf(f, sizeof(f), "%g%%", c.value("fraction", 0.0) * 100);
+    std::printf("%-30s %5s %10.1f %9s %10s %8s %11s  %s\n",
+                c.value("label", std::string("?")).c_str(), f,
+                m.value("budget_bytes_per_s", 0.0) / 1e6,
+                Fmt(w.value("bytes_per_changed_byte_per_copy",
+                            w.value("bytes_per_changed_byte", json(nullptr))),
+                    "%.3f")
+                    .c_str(),
+                Fmt(m["max_oldest_lag"], "%.0f").c_str(), Fmt(m["max_line_age"], "%.0f").c_str(),
+                Fmt(m["converge_ms"], "%.1f").c_str(),
+                r.value("content_ok", true) ? "byte-identical (XXH3)" : "DIFFER");
+  }
+}
+
 void PrintKeyTable(const json& runs) {
   std::map<std::pair<std::string, double>, std::pair<std::vector<double>, std::vector<double>>> groups;
   bool any_keyed = false;
@@ -1383,6 +1519,7 @@ int RunReport(const std::vector<std::string>& files, const std::string& out_path
   }
   PrintLossTable(runs);
   PrintKeyTable(runs);
+  PrintManagedTable(runs);
   PrintTcpTable(runs);
   PrintStageTable(runs);
   std::printf("targets: %d met, %d missed; %d run(s) failed; %d run(s) with replica content "
@@ -1476,6 +1613,12 @@ int Main(int argc, char** argv) {
       ->check(CLI::Range(0.0, 1.0));
   wr->add_flag("--keyed", w.keyed, "the cluster authenticates frames with a key, in the results");
   wr->add_flag("!--no-verify", w.verify, "skip the final XXH3 comparison of the replicas");
+  wr->add_option("--managed-mbps", w.managed_mbps,
+                 "a managed area (dsm_alloc_managed, absolute rank) sent within this many MB/s "
+                 "per reader host (0: a plain area)")
+      ->check(CLI::Range(0.0, 1e6));
+  wr->add_option("--max-line-age", w.max_line_age, "managed: versions a line may lag")
+      ->capture_default_str();
   wr->add_flag("--timeline", w.timeline, "per-version publish and visible times in the JSON");
   wr->add_flag("--no-counters", w.no_counters, "do not read dsmd counters");
 

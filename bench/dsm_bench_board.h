@@ -55,6 +55,9 @@ struct BoardHeader {
   uint64_t area_bytes;
   uint32_t readers;
   uint32_t verify;
+  // A managed area (--managed-mbps): lines may lag, so line 0 carries no
+  // version stamp; readers check only the final content.
+  uint32_t managed;
   char area_name[64];
   std::atomic<uint32_t> writer_state;
   // Bumped by a reader each time it records a newer `seen`; the writer sleeps

@@ -40,6 +40,11 @@
 #                    file (AES-256-GMAC); the table then gives rounds/s keyed as a ratio to
 #                    the runs without a key (medians: repeat, e.g. off,on,off,on)
 #   --no-tcp         skip the TCP fan-out reference
+#   --managed M[:A]  the area is managed (dsm_alloc_managed, ranked by absolute change): each
+#                    reader host is sent at most M MB/s of changed lines, none lagging more
+#                    than A versions (default 8); lines hold floats that move a little. The
+#                    table then adds wire bytes per changed byte, the oldest lag and the
+#                    time from the last change until every replica holds every line
 #   --no-hugepages   leave the daemons' backing on 4 KiB pages (default: cluster.sh up
 #                    --hugepages reserves 2 MiB pages for it, as a production host would)
 #
@@ -70,11 +75,13 @@ HUGEPAGES=(--hugepages)
 LOSSES=0
 AUTHS=off
 DO_TCP=1
+MANAGED_ARGS=()
+MANAGED_LABEL=""
 prog=dsm-bench.sh
 
 die() { echo "$prog: $*" >&2; exit 1; }
 note() { echo "$prog: $*"; }
-usage() { sed -n '2,44p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,49p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
 
 # --quick sets defaults; options given explicitly override them wherever they stand.
 for a in "$@"; do
@@ -105,6 +112,13 @@ while (($#)); do
     --loss) LOSSES=${2:?--loss needs a value}; shift 2 ;;
     --auth) AUTHS=${2:?--auth needs a value}; shift 2 ;;
     --no-tcp) DO_TCP=0; shift ;;
+    --managed)
+      m=${2:?--managed needs MBPS[:AGE]}
+      [[ $m =~ ^[0-9]+(\.[0-9]+)?(:[0-9]+)?$ ]] || die "--managed takes MBPS[:AGE], e.g. 45:8, not '$m'"
+      MANAGED_ARGS=(--managed-mbps "${m%%:*}")
+      [[ $m != *:* ]] || MANAGED_ARGS+=(--max-line-age "${m##*:}")
+      MANAGED_LABEL=" managed"
+      shift 2 ;;
     -h | --help) usage; exit 0 ;;
     *) echo "$prog: unknown argument '$1'" >&2; usage >&2; exit 2 ;;
   esac
@@ -409,9 +423,9 @@ for cfg in "${cfgs[@]}"; do
         "$CLUSTER" exec 1 --dir "$dir" -- timeout --kill-after=5 $((SECONDS_PER_RUN + 240)) "$BENCH" writer \
           --socket "$dir/h1.sock" --board "$board" --readers "$readers" "${peers[@]}" \
           --size "$SIZE" --fraction "$f" --rounds "$ROUNDS" --seconds "$SECONDS_PER_RUN" --window "$WINDOW" --gap-ms "$GAP_MS" \
-          --reader-buffers "$BUFFERS" \
+          --reader-buffers "$BUFFERS" "${MANAGED_ARGS[@]}" \
           --timeout-s 60 --dsmctl "$DSMCTL" --raw-json "$raw_uni" "${mcast_args[@]}" \
-          --label "$label$loss_label$auth_label" --device "$device" --mtu "$mtu" --loss "$loss" "${auth_args[@]}" \
+          --label "$label$MANAGED_LABEL$loss_label$auth_label" --device "$device" --mtu "$mtu" --loss "$loss" "${auth_args[@]}" \
           --json "$run.json" --copies "$copies" --tcp-json "$WORK/c$idx-tcp-f$f.json" \
           >"$run-writer.log" 2>&1 &
         wpid=$!
