@@ -284,28 +284,22 @@ TEST(ManagedSelectionTest, ResetMeansReadersHoldTheGivenBytes) {
       << "a line equal to what readers have does not wait";
 }
 
-TEST(ManagedSelectionTest, AbsoluteRankSendsTheLargestChangesWhateverTheValue) {
-  ManagedRun run(4, {.max_line_age = 100, .rank = ManagedRank::kAbsolute});
-  const float base[] = {0.001f, 1.0f, 100.0f, 0.1f};
-  for (size_t line = 0; line < 4; ++line) run.Write(line, 0, base[line]);
+// The same four moves, ranked both ways, with a budget of two lines.
+std::vector<size_t> TwoLinesSentOfFourMoves(ManagedRank rank) {
+  ManagedRun run(4, {.max_line_age = 100, .rank = rank});
+  const float before[] = {0.001f, 1.0f, 100.0f, 0.1f};
+  const float after[] = {0.101f, 1.5f, 102.0f, 0.2f};
+  for (size_t line = 0; line < 4; ++line) run.Write(line, 0, before[line]);
   run.Publish(1, 4 * kLineBytes);
-  // Relative moves 100, 0.5, 0.02, 1; absolute 0.1, 0.5, 2, 0.1.
-  run.Write(0, 0, 0.101f);
-  run.Write(1, 0, 1.5f);
-  run.Write(2, 0, 102.0f);
-  run.Write(3, 0, 0.2f);
+  for (size_t line = 0; line < 4; ++line) run.Write(line, 0, after[line]);
   run.Publish(2, 2 * kLineBytes);
-  EXPECT_EQ(Lines(run.sent_lines()), (std::vector<size_t>{1, 2}));
+  return Lines(run.sent_lines());
+}
 
-  ManagedRun relative(4, {.max_line_age = 100});
-  for (size_t line = 0; line < 4; ++line) relative.Write(line, 0, base[line]);
-  relative.Publish(1, 4 * kLineBytes);
-  relative.Write(0, 0, 0.101f);
-  relative.Write(1, 0, 1.5f);
-  relative.Write(2, 0, 102.0f);
-  relative.Write(3, 0, 0.2f);
-  relative.Publish(2, 2 * kLineBytes);
-  EXPECT_EQ(Lines(relative.sent_lines()), (std::vector<size_t>{0, 3}));
+TEST(ManagedSelectionTest, AbsoluteRankSendsTheLargestChangesWhateverTheValue) {
+  // Relative moves 100, 0.5, 0.02, 1; absolute 0.1, 0.5, 2, 0.1.
+  EXPECT_EQ(TwoLinesSentOfFourMoves(ManagedRank::kAbsolute), (std::vector<size_t>{1, 2}));
+  EXPECT_EQ(TwoLinesSentOfFourMoves(ManagedRank::kRelative), (std::vector<size_t>{0, 3}));
 }
 
 // The priority of whole lines (computed four floats at a time) against a
