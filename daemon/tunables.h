@@ -37,8 +37,13 @@ inline constexpr uint64_t kIdleSleepMinNs = 20'000;
 inline constexpr uint64_t kIdleSleepMaxNs = 1'000'000;
 inline constexpr uint32_t kIdleTurnsPerDoubling = 2;
 // While replication traffic flowed within this window, idle sleeps stay short.
+// Every sleep is a context switch, and on a machine whose cores the training
+// fills each wake takes a core from a worker: at 50 us the daemons spent a
+// fifth of their CPU going to sleep and waking (perf, 3-host Fashion-MNIST).
+// 250 us gave 5% (full sync) and 13% (managed) more steps/s there, and the
+// same or better rounds/s and p50 in dsm-bench memif f=1% (docs/measurements.md).
 inline constexpr uint64_t kActiveWindowNs = 100'000'000;
-inline constexpr uint64_t kActiveSleepMaxNs = 50'000;
+inline constexpr uint64_t kActiveSleepMaxNs = 250'000;
 // After this long without replication traffic, sleeps grow to kDeepIdleSleepMaxNs:
 // an idle daemon wakes ~300 times a second (its heartbeats and listings need
 // far fewer), and only the first frame after a long pause waits that long.
