@@ -209,15 +209,6 @@ void ManagedSelection::ChooseHighest(size_t take, LineSet* send) {
 
 ManagedChoice ManagedSelection::Select(uint64_t version, const LineSet& changed,
                                        const uint8_t* current, size_t budget_bytes, LineSet* send) {
-  return params_.rank == ManagedRank::kAbsolute
-             ? SelectRanked<true>(version, changed, current, budget_bytes, send)
-             : SelectRanked<false>(version, changed, current, budget_bytes, send);
-}
-
-template <bool kAbsolute>
-ManagedChoice ManagedSelection::SelectRanked(uint64_t version, const LineSet& changed,
-                                             const uint8_t* current, size_t budget_bytes,
-                                             LineSet* send) {
   send->Clear();
   ManagedChoice choice;
   candidates_.clear();
@@ -228,7 +219,9 @@ ManagedChoice ManagedSelection::SelectRanked(uint64_t version, const LineSet& ch
   // Then each waiting line is due (it would lag too long: it goes now) or a
   // candidate for the budget.
   const size_t whole_lines = area_bytes_ / kLineBytes;
-  auto* const rank_lines = use_avx512 ? RankLinesAvx512<kAbsolute> : RankLinesSse2<kAbsolute>;
+  const bool absolute = params_.rank == ManagedRank::kAbsolute;
+  auto* const rank_lines = use_avx512 ? (absolute ? RankLinesAvx512<true> : RankLinesAvx512<false>)
+                                      : (absolute ? RankLinesSse2<true> : RankLinesSse2<false>);
   for (size_t page = 0; page < residual_.size(); ++page) {
     uint64_t word = residual_[page];
     const size_t first = page * kLinesPerPage;

@@ -1,10 +1,10 @@
 // Which changed lines of a managed area go out with a version, and which wait
 // (managed communication, as in Bösen, under plain pointers). Within a byte
 // budget, the lines whose float32 elements changed most (relative to, or in
-// absolute terms from, what the readers last received) go first; the others stay in a residual and go
-// later: with spare budget, or once they have lagged `max_line_age` versions,
-// whatever the budget. A line whose bytes are back to what the readers have
-// leaves the residual unsent.
+// absolute terms from, what the readers last received) go first; the others
+// stay in a residual and go later: with spare budget, or once they have
+// lagged `max_line_age` versions, whatever the budget. A line whose bytes are back to what the
+// readers have leaves the residual unsent.
 //
 // Pure logic: the caller passes the area's bytes at each version and makes
 // sure the lines chosen reach every reader (resends); what they carry then
@@ -80,10 +80,6 @@ class ManagedSelection {
   // tiny), or |new - old|); infinite for a changed NaN or infinity, or
   // changed bytes past the last whole element of a partial line.
   float Priority(size_t line, const uint8_t* current) const;
-  // Select, with the rank's arithmetic chosen at compile time.
-  template <bool kAbsolute>
-  ManagedChoice SelectRanked(uint64_t version, const LineSet& changed, const uint8_t* current,
-                             size_t budget_bytes, LineSet* send);
 
   size_t area_bytes_;
   size_t lines_;
