@@ -38,7 +38,6 @@
 #include <nlohmann/json.hpp>
 #include <numbers>
 #include <numeric>
-#include <optional>
 #include <random>
 #include <string>
 #include <thread>
@@ -110,9 +109,10 @@ struct Options {
   std::string managed_rank = "absolute";
   // The model is w0 + the mean of the workers' updates rather than their sum.
   bool average = false;
-  // The workers exchange nothing: the others' updates stay zero, and each step
-  // does the same work as with sync, without any. Its step time is what
-  // training would take if communication were free.
+  // The updates are not exchanged (the others' stay zero); only the step
+  // counts are, so the staleness bound still holds. Each step does the same
+  // work as with sync: its step time is training when moving the update
+  // costs nothing.
   bool no_sync = false;
 };
 
@@ -182,12 +182,10 @@ class Trainer {
   // checked at attach and the session outlives the trainer.
   // Managed sync: versions of a managed area also carry lines that waited,
   // so steps are counted by a small area of their own ("<prefix>/step/<k>",
-  // one version per step) and VersionOf reads that.
+  // one version per step) and VersionOf reads that; so does --no-sync.
   uint64_t VersionOf(int j) const {
     uint64_t v = 0;
-    if (o_.no_sync) {
-      v = steps_done_;
-    } else if (managed()) {
+    if (counts_steps()) {
       others_steps_[static_cast<size_t>(j)].version(&v);
     } else {
       others_[static_cast<size_t>(j)].version(&v);
@@ -201,6 +199,9 @@ class Trainer {
     return v;
   }
   bool managed() const { return o_.managed_mbps > 0; }
+  bool counts_steps() const { return managed() || o_.no_sync; }
+  // The step areas: this worker's, and the others' attached.
+  bool SetUpStepAreas();
   // Managed sync, after the last step: waits until this host's dsmd sent
   // every line of the own update (calling dsm_service, which publishes what
   // waits), then tells the others at which version it did (step area [1]).
@@ -224,7 +225,6 @@ class Trainer {
   std::vector<const float*> other_data_;  // indexed by worker; null at own rank
   std::vector<float> local_own_;
   std::vector<std::vector<float>> local_others_;
-  uint64_t steps_done_ = 0;  // --no-sync: what VersionOf reports
   dsm::Writable<float> own_;
   std::vector<dsm::Readable<float>> others_;  // indexed by worker; empty handle at own rank
   // Managed sync: step counts (and converged versions) of this worker and the others.
@@ -285,7 +285,7 @@ bool Trainer::SetUpAreas() {
       other_data_[static_cast<size_t>(j)] = local_others_[static_cast<size_t>(j)].data();
     }
     area_name_ = "(none: --no-sync)";
-    return true;
+    return SetUpStepAreas();
   }
   area_name_ = o_.prefix + "/delta/" + std::to_string(o_.rank);
   // Three reader buffers rather than two: a reader computing on one version
@@ -321,18 +321,6 @@ bool Trainer::SetUpAreas() {
     std::memset(own_.data(), 0, model_.num_params() * sizeof(float));
   }
   own_data_ = own_.data();
-  if (managed()) {
-    const std::string steps_name = o_.prefix + "/step/" + std::to_string(o_.rank);
-    own_steps_ = dsm::alloc<uint64_t>(steps_name, 8);
-    if (!own_steps_) {
-      std::fprintf(stderr, "fashion_mnist: cannot allocate '%s': %s\n", steps_name.c_str(),
-                   own_steps_.creation_status().ToString().c_str());
-      return false;
-    }
-    std::memset(own_steps_.data(), 0, 8 * sizeof(uint64_t));
-    others_steps_.resize(static_cast<size_t>(o_.workers));
-  }
-
   others_.resize(static_cast<size_t>(o_.workers));
   const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(o_.attach_timeout_s * 1000));
   for (int j = 0; j < o_.workers; ++j) {
@@ -354,18 +342,33 @@ bool Trainer::SetUpAreas() {
     }
     others_[static_cast<size_t>(j)] = std::move(r);
     other_data_[static_cast<size_t>(j)] = others_[static_cast<size_t>(j)].data();
-    if (managed()) {
-      const std::string steps_name = o_.prefix + "/step/" + std::to_string(j);
-      auto sr = dsm::attach<uint64_t>(steps_name, timeout);
-      if (!sr) {
-        std::fprintf(stderr,
-                     "fashion_mnist: worker %d: cannot attach '%s': %s (do all workers "
-                     "run with --managed-mbps?)\n",
-                     o_.rank, steps_name.c_str(), sr.creation_status().ToString().c_str());
-        return false;
-      }
-      others_steps_[static_cast<size_t>(j)] = std::move(sr);
+  }
+  return !managed() || SetUpStepAreas();
+}
+
+bool Trainer::SetUpStepAreas() {
+  const std::string own_name = o_.prefix + "/step/" + std::to_string(o_.rank);
+  own_steps_ = dsm::alloc<uint64_t>(own_name, 8);
+  if (!own_steps_) {
+    std::fprintf(stderr, "fashion_mnist: cannot allocate '%s': %s\n", own_name.c_str(),
+                 own_steps_.creation_status().ToString().c_str());
+    return false;
+  }
+  std::memset(own_steps_.data(), 0, 8 * sizeof(uint64_t));
+  others_steps_.resize(static_cast<size_t>(o_.workers));
+  const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(o_.attach_timeout_s * 1000));
+  for (int j = 0; j < o_.workers; ++j) {
+    if (j == o_.rank) continue;
+    const std::string name = o_.prefix + "/step/" + std::to_string(j);
+    auto sr = dsm::attach<uint64_t>(name, timeout);
+    if (!sr) {
+      std::fprintf(stderr,
+                   "fashion_mnist: worker %d: cannot attach '%s': %s (do all workers run "
+                   "with the same --managed-mbps or --no-sync?)\n",
+                   o_.rank, name.c_str(), sr.creation_status().ToString().c_str());
+      return false;
     }
+    others_steps_[static_cast<size_t>(j)] = std::move(sr);
   }
   return true;
 }
@@ -507,12 +510,11 @@ bool Trainer::WaitOthersConverged(uint64_t steps) {
 }
 
 bool Trainer::WaitOthers(uint64_t v, const char* why, double timeout_s, bool fatal) {
-  if (o_.no_sync) return true;
   if (timeout_s < 0) timeout_s = o_.wait_timeout_s;
   const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000));
   for (int j = 0; j < o_.workers; ++j) {
     if (j == o_.rank || VersionOf(j) >= v) continue;
-    const dsm::Status st = managed()
+    const dsm::Status st = counts_steps()
                                ? others_steps_[static_cast<size_t>(j)].wait_version(v, timeout)
                                : others_[static_cast<size_t>(j)].wait_version(v, timeout);
     if (!st.ok()) {
@@ -575,12 +577,8 @@ int Trainer::Run() {
   openblas_set_num_threads(o_.blas_threads);
   if (!LoadData()) return 1;
 
-  // --no-sync needs no dsmd.
-  std::optional<dsm::Session> session;
-  if (!o_.no_sync) {
-    session.emplace();
-    if (!*session) return Fail("cannot connect to dsmd", session->status());
-  }
+  dsm::Session session;
+  if (!session) return Fail("cannot connect to dsmd", session.status());
   const size_t n = model_.num_params();
   w0_.resize(n);
   params_.resize(n);
@@ -678,13 +676,14 @@ int Trainer::Run() {
       }
       loss_sum += loss;
       const auto t1 = Clock::now();
-      if (!o_.no_sync) {
+      if (o_.no_sync) {
+        if (!PublishSteps(t + 1, 0)) return 1;
+      } else {
         own_.log(0, n);  // every parameter moved: the whole area is part of the version
         if (!Publish(t + 1)) return 1;
       }
-      steps_done_ = ++t;
-      if (session)
-        session->service();  // move the replicas of the others' deltas to their newest versions
+      ++t;
+      session.service();  // move the replicas of the others' deltas to their newest versions
       const auto t2 = Clock::now();
       if (t > static_cast<uint64_t>(o_.staleness) &&
           !WaitOthers(t - static_cast<uint64_t>(o_.staleness), "staleness bound")) {
@@ -712,7 +711,7 @@ int Trainer::Run() {
     if (last) {
       if (!WaitOthers(t, "final barrier (every worker's last update)")) return 1;
       if (o_.no_sync) {
-        // Nothing to wait for.
+        if (!PublishSteps(t + 1, 0)) return 1;  // the done mark
       } else if (managed()) {
         // Every line of every update reaches every host before the final
         // evaluation: step mark t+1 says "all of mine went out", t+2 "I hold
@@ -915,8 +914,9 @@ int main(int argc, char** argv) {
                "the model is w0 + the mean of the workers' updates "
                "(not their sum): --lr then needs no division by --workers");
   app.add_flag("--no-sync", o.no_sync,
-               "exchange nothing (no dsmd needed): each step does the same work with the "
-               "others' updates left at zero; its step time is training with free communication")
+               "exchange only step counts (for the staleness bound), not the updates: each step "
+               "does the same work with the others' updates left at zero; its step time is "
+               "training when moving the update costs nothing")
       ->excludes("--managed-mbps");
   CLI11_PARSE(app, argc, argv);
   if (o.rank >= o.workers) {
