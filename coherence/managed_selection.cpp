@@ -115,9 +115,100 @@ __attribute__((target("avx512f"))) void RankLinesAvx512(const uint8_t* now, cons
   }
 }
 
+// Per-page bookkeeping over a page's 64 per-line values (arrays padded to
+// whole pages): each returns a mask of the lines in `mask` that pass.
+uint64_t NonZeroScalar(const float* p, uint64_t mask) {
+  uint64_t out = 0;
+  for (uint64_t m = mask; m != 0; m &= m - 1) {
+    const int i = std::countr_zero(m);
+    if (p[i] != 0.0f) out |= uint64_t{1} << i;
+  }
+  return out;
+}
+
+uint64_t AtMostScalar(const uint64_t* v, uint64_t mask, uint64_t limit) {
+  uint64_t out = 0;
+  for (uint64_t m = mask; m != 0; m &= m - 1) {
+    const int i = std::countr_zero(m);
+    if (v[i] <= limit) out |= uint64_t{1} << i;
+  }
+  return out;
+}
+
+// Priorities are never negative or NaN, so they order as their bits.
+uint64_t BitsAtLeastScalar(const float* p, uint64_t mask, uint32_t floor) {
+  uint64_t out = 0;
+  for (uint64_t m = mask; m != 0; m &= m - 1) {
+    const int i = std::countr_zero(m);
+    if (std::bit_cast<uint32_t>(p[i]) >= floor) out |= uint64_t{1} << i;
+  }
+  return out;
+}
+
+uint64_t MinScalar(const uint64_t* v, uint64_t mask) {
+  uint64_t least = UINT64_MAX;
+  for (uint64_t m = mask; m != 0; m &= m - 1) least = std::min(least, v[std::countr_zero(m)]);
+  return least;
+}
+
+__attribute__((target("avx512f"))) uint64_t NonZeroAvx512(const float* p, uint64_t mask) {
+  uint64_t out = 0;
+  for (int k = 0; k < 4; ++k) {
+    const __mmask16 m =
+        _mm512_cmp_ps_mask(_mm512_loadu_ps(p + 16 * k), _mm512_setzero_ps(), _CMP_NEQ_UQ);
+    out |= uint64_t{m} << (16 * k);
+  }
+  return out & mask;
+}
+
+__attribute__((target("avx512f"))) uint64_t AtMostAvx512(const uint64_t* v, uint64_t mask,
+                                                         uint64_t limit) {
+  const __m512i bound = _mm512_set1_epi64(static_cast<long long>(limit));
+  uint64_t out = 0;
+  for (int k = 0; k < 8; ++k) {
+    const __mmask8 m = _mm512_cmple_epu64_mask(_mm512_loadu_si512(v + 8 * k), bound);
+    out |= uint64_t{m} << (8 * k);
+  }
+  return out & mask;
+}
+
+__attribute__((target("avx512f"))) uint64_t BitsAtLeastAvx512(const float* p, uint64_t mask,
+                                                              uint32_t floor) {
+  const __m512i bound = _mm512_set1_epi32(static_cast<int>(floor));
+  uint64_t out = 0;
+  for (int k = 0; k < 4; ++k) {
+    const __mmask16 m = _mm512_cmpge_epu32_mask(_mm512_loadu_si512(p + 16 * k), bound);
+    out |= uint64_t{m} << (16 * k);
+  }
+  return out & mask;
+}
+
+__attribute__((target("avx512f"))) uint64_t MinAvx512(const uint64_t* v, uint64_t mask) {
+  __m512i least = _mm512_set1_epi64(-1);
+  for (int k = 0; k < 8; ++k) {
+    const auto m = static_cast<__mmask8>(mask >> (8 * k));
+    least = _mm512_mask_min_epu64(least, m, least, _mm512_loadu_si512(v + 8 * k));
+  }
+  alignas(64) uint64_t lanes[8];
+  _mm512_store_si512(lanes, least);
+  return *std::min_element(lanes, lanes + 8);
+}
+
 #pragma GCC diagnostic pop
 
 bool use_avx512 = __builtin_cpu_supports("avx512f");
+
+struct PageKernels {
+  uint64_t (*non_zero)(const float*, uint64_t);
+  uint64_t (*at_most)(const uint64_t*, uint64_t, uint64_t);
+  uint64_t (*bits_at_least)(const float*, uint64_t, uint32_t);
+  uint64_t (*min)(const uint64_t*, uint64_t);
+};
+
+PageKernels Kernels() {
+  if (use_avx512) return {NonZeroAvx512, AtMostAvx512, BitsAtLeastAvx512, MinAvx512};
+  return {NonZeroScalar, AtMostScalar, BitsAtLeastScalar, MinScalar};
+}
 
 void AddLine(LineSet* set, size_t line) {
   set->AddMask(line / kLinesPerPage, uint64_t{1} << (line % kLinesPerPage));
@@ -130,9 +221,10 @@ ManagedSelection::ManagedSelection(size_t area_bytes, const ManagedParams& param
       lines_((area_bytes + kLineBytes - 1) / kLineBytes),
       params_(params),
       sent_(lines_ * kLineBytes, 0),
-      priority_(lines_, 0.0f),
-      first_unsent_(lines_, 0),
-      residual_((lines_ + 63) / 64, 0) {}
+      priority_((lines_ + 63) / 64 * 64, 0.0f),
+      first_unsent_((lines_ + 63) / 64 * 64, 0),
+      residual_((lines_ + 63) / 64, 0),
+      candidates_(residual_.size(), 0) {}
 
 float ManagedSelection::Priority(size_t line, const uint8_t* current) const {
   const size_t begin = line * kLineBytes;
@@ -161,41 +253,37 @@ float ManagedSelection::Priority(size_t line, const uint8_t* current) const {
 
 void ManagedSelection::ChooseHighest(size_t take, LineSet* send) {
   if (take == 0) return;
-  // Candidates are in address order: their lines go to `send` a page's mask
-  // at a time.
-  uint64_t page = 0, mask = 0;
-  auto add = [&](uint32_t line) {
-    if (line / kLinesPerPage != page) {
-      send->AddMask(page, mask);
-      page = line / kLinesPerPage;
-      mask = 0;
+  if (take >= candidate_count_) {
+    for (size_t page = 0; page < candidates_.size(); ++page) {
+      if (candidates_[page] != 0) send->AddMask(page, candidates_[page]);
     }
-    mask |= uint64_t{1} << (line % kLinesPerPage);
-  };
-  if (take >= candidates_.size()) {
-    for (const Candidate& c : candidates_) add(c.line);
-    send->AddMask(page, mask);
     return;
   }
   // A radix select: priorities are never negative or NaN, so they order as
-  // their bits. Count them by their top 16 bits, find the bucket the
-  // take-th highest falls in; every candidate above it goes, and of that
-  // bucket the highest (equal ones by line) make up the rest.
-  histogram_.assign(size_t{1} << 16, 0);
-  for (const Candidate& c : candidates_) ++histogram_[std::bit_cast<uint32_t>(c.priority) >> 16];
+  // their bits. Select counted the candidates by their top 16 bits; find the
+  // bucket the take-th highest falls in. Every candidate above it goes, and
+  // of that bucket the highest (equal ones by line) make up the rest.
   size_t above = 0;
   uint32_t bucket = (1u << 16) - 1;
   while (above + histogram_[bucket] < take) above += histogram_[bucket--];
+  const PageKernels k = Kernels();
+  const uint32_t in_bucket = bucket << 16;
+  const uint32_t over_bucket = in_bucket + (1u << 16);  // 0 past the top bucket: none above
   boundary_.clear();
-  for (const Candidate& c : candidates_) {
-    const uint32_t b = std::bit_cast<uint32_t>(c.priority) >> 16;
-    if (b > bucket) {
-      add(c.line);
-    } else if (b == bucket) {
-      boundary_.push_back(c);
+  for (size_t page = 0; page < candidates_.size(); ++page) {
+    const uint64_t cand = candidates_[page];
+    if (cand == 0) continue;
+    const float* p = &priority_[page * kLinesPerPage];
+    const uint64_t at_least = k.bits_at_least(p, cand, in_bucket);
+    if (at_least == 0) continue;
+    const uint64_t over = over_bucket == 0 ? 0 : k.bits_at_least(p, at_least, over_bucket);
+    if (over != 0) send->AddMask(page, over);
+    for (uint64_t m = at_least & ~over; m != 0; m &= m - 1) {
+      const auto line =
+          static_cast<uint32_t>(page * kLinesPerPage + static_cast<size_t>(std::countr_zero(m)));
+      boundary_.push_back({priority_[line], line});
     }
   }
-  send->AddMask(page, mask);
   const size_t rest = take - above;
   auto before = [](const Candidate& a, const Candidate& b) {
     return a.priority > b.priority || (a.priority == b.priority && a.line < b.line);
@@ -211,53 +299,60 @@ ManagedChoice ManagedSelection::Select(uint64_t version, const LineSet& changed,
                                        const uint8_t* current, size_t budget_bytes, LineSet* send) {
   send->Clear();
   ManagedChoice choice;
-  candidates_.clear();
   // One pass, page by page (a page's 64 lines are a word of the residual),
-  // in address order so that the reads stream. What changed joins the
+  // in address order so that the reads stream; after the ranking, a page's
+  // bookkeeping is mask arithmetic over its 64 lines. What changed joins the
   // residual (from this version on if it was not there), with its priority
   // against what readers have; a line back to what they have leaves it.
   // Then each waiting line is due (it would lag too long: it goes now) or a
-  // candidate for the budget.
+  // candidate for the budget, counted by its priority's top bits.
   const size_t whole_lines = area_bytes_ / kLineBytes;
   const bool absolute = params_.rank == ManagedRank::kAbsolute;
   auto* const rank_lines = use_avx512 ? (absolute ? RankLinesAvx512<true> : RankLinesAvx512<false>)
                                       : (absolute ? RankLinesSse2<true> : RankLinesSse2<false>);
+  const PageKernels k = Kernels();
+  // Due: first_unsent + max_line_age <= version.
+  const bool any_due = version >= params_.max_line_age;
+  const uint64_t due_limit = any_due ? version - params_.max_line_age : 0;
+  histogram_.assign(size_t{1} << 16, 0);
+  candidate_count_ = 0;
   for (size_t page = 0; page < residual_.size(); ++page) {
-    uint64_t word = residual_[page];
+    const uint64_t was = residual_[page];
+    uint64_t word = was;
     const size_t first = page * kLinesPerPage;
     uint64_t written = changed.mask(page);
     if (first + kLinesPerPage > lines_) written &= (uint64_t{1} << (lines_ - first)) - 1;
-    // Whole lines at once; a partial last line (the last page's) on its own.
-    uint64_t whole = written;
-    if (first + kLinesPerPage > whole_lines) {
-      whole &= whole_lines > first ? (uint64_t{1} << (whole_lines - first)) - 1 : 0;
-    }
-    rank_lines(current + first * kLineBytes, sent_.data() + first * kLineBytes, whole,
-               &priority_[first]);
-    if (written != whole) priority_[whole_lines] = Priority(whole_lines, current);
-    for (; written != 0; written &= written - 1) {
-      const size_t line = first + static_cast<size_t>(std::countr_zero(written));
-      const float p = priority_[line];
-      const uint64_t bit = uint64_t{1} << (line % kLinesPerPage);
-      if (p == 0.0f) {
-        word &= ~bit;
-      } else if (!(word & bit)) {
-        word |= bit;
-        first_unsent_[line] = version;
+    if (written != 0) {
+      // Whole lines at once; a partial last line (the last page's) on its own.
+      uint64_t whole = written;
+      if (first + kLinesPerPage > whole_lines) {
+        whole &= whole_lines > first ? (uint64_t{1} << (whole_lines - first)) - 1 : 0;
       }
-    }
-    residual_count_ += static_cast<size_t>(std::popcount(word));
-    residual_count_ -= static_cast<size_t>(std::popcount(residual_[page]));
-    residual_[page] = word;
-    uint64_t due = 0;
-    for (uint64_t bits = word; bits != 0; bits &= bits - 1) {
-      const auto line =
-          static_cast<uint32_t>(page * kLinesPerPage + static_cast<size_t>(std::countr_zero(bits)));
-      if (first_unsent_[line] + params_.max_line_age <= version) {
-        due |= bits & -bits;
-      } else {
-        candidates_.push_back({priority_[line], line});
+      rank_lines(current + first * kLineBytes, sent_.data() + first * kLineBytes, whole,
+                 &priority_[first]);
+      if (written != whole) priority_[whole_lines] = Priority(whole_lines, current);
+      const uint64_t moved = k.non_zero(&priority_[first], written);
+      const uint64_t joins = moved & ~word;
+      word = (word & ~(written & ~moved)) | joins;
+      for (uint64_t m = joins; m != 0; m &= m - 1) {
+        first_unsent_[first + static_cast<size_t>(std::countr_zero(m))] = version;
       }
+      residual_count_ += static_cast<size_t>(std::popcount(word));
+      residual_count_ -= static_cast<size_t>(std::popcount(was));
+      residual_[page] = word;
+    }
+    if (word == 0) {
+      candidates_[page] = 0;
+      continue;
+    }
+    const uint64_t due = any_due ? k.at_most(&first_unsent_[first], word, due_limit) : 0;
+    const uint64_t cand = word & ~due;
+    candidates_[page] = cand;
+    candidate_count_ += static_cast<size_t>(std::popcount(cand));
+    for (uint64_t m = cand; m != 0; m &= m - 1) {
+      ++histogram_[std::bit_cast<uint32_t>(
+                       priority_[first + static_cast<size_t>(std::countr_zero(m))]) >>
+                   16];
     }
     if (due != 0) {
       send->AddMask(page, due);
@@ -269,7 +364,7 @@ ManagedChoice ManagedSelection::Select(uint64_t version, const LineSet& changed,
     choice.over_budget = (choice.due_lines - budget_lines) * kLineBytes;
   }
   const size_t room = budget_lines > choice.due_lines ? budget_lines - choice.due_lines : 0;
-  const size_t take = std::min(room, candidates_.size());
+  const size_t take = std::min(room, candidate_count_);
   ChooseHighest(take, send);
 
   // What goes becomes what readers have. (first_unsent_ means nothing for a
@@ -298,14 +393,14 @@ void ManagedSelection::Reset(const uint8_t* current) {
 }
 
 uint64_t ManagedSelection::OldestLag(uint64_t version) const {
-  uint64_t oldest = 0;
-  for (size_t w = 0; w < residual_.size(); ++w) {
-    for (uint64_t bits = residual_[w]; bits != 0; bits &= bits - 1) {
-      const uint64_t first = first_unsent_[w * 64 + static_cast<size_t>(std::countr_zero(bits))];
-      if (oldest == 0 || first < oldest) oldest = first;
+  const PageKernels k = Kernels();
+  uint64_t oldest = UINT64_MAX;
+  for (size_t page = 0; page < residual_.size(); ++page) {
+    if (residual_[page] != 0) {
+      oldest = std::min(oldest, k.min(&first_unsent_[page * kLinesPerPage], residual_[page]));
     }
   }
-  return oldest == 0 || oldest > version ? 0 : version - oldest + 1;
+  return oldest == UINT64_MAX || oldest > version ? 0 : version - oldest + 1;
 }
 
 bool UseAvx512ManagedRanking(bool on) {

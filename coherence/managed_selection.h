@@ -85,10 +85,10 @@ class ManagedSelection {
   size_t lines_;
   ManagedParams params_;
   std::vector<uint8_t> sent_;
-  std::vector<float> priority_;  // per line, valid while it waits
-  std::vector<uint64_t>
-      first_unsent_;                // per line, while it waits: its oldest unsent change's version
-  std::vector<uint64_t> residual_;  // bit per line: it waits
+  // Per line, padded to whole pages (the page kernels read 64 at a time).
+  std::vector<float> priority_;         // valid while it waits
+  std::vector<uint64_t> first_unsent_;  // while it waits: its oldest unsent change's version
+  std::vector<uint64_t> residual_;      // bit per line: it waits
   size_t residual_count_ = 0;
   struct Candidate {
     float priority;
@@ -97,9 +97,10 @@ class ManagedSelection {
   // Adds the `take` highest-priority candidates to `send` (equal ones: the
   // lower line first).
   void ChooseHighest(size_t take, LineSet* send);
-  std::vector<Candidate> candidates_;  // reused by Select: waiting lines not due
-  std::vector<uint32_t> histogram_;    // ChooseHighest's counts by a priority's top bits
-  std::vector<Candidate> boundary_;    // ChooseHighest's candidates of the boundary bucket
+  std::vector<uint64_t> candidates_;  // by Select, per page: waiting lines not due
+  size_t candidate_count_ = 0;
+  std::vector<uint32_t> histogram_;  // the candidates counted by their priority's top 16 bits
+  std::vector<Candidate> boundary_;  // ChooseHighest's candidates of the boundary bucket
 };
 
 // Tests: rank with SSE2 even where AVX-512F is there (both must agree with

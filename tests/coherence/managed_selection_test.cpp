@@ -382,6 +382,67 @@ INSTANTIATE_TEST_SUITE_P(Ranks, WholeLinePriority,
                            return info.param == ManagedRank::kAbsolute ? "Absolute" : "Relative";
                          });
 
+// Select's page bookkeeping (which lines moved, which are due, the radix
+// select, the oldest lag) has a portable and an AVX-512F form: over a seeded
+// run of sparse and dense versions, budgets and write-backs, both must make
+// every choice alike. (Without AVX-512F both runs are portable.)
+TEST(ManagedSelectionTest, PortableAndAvx512BookkeepingChooseAlike) {
+  constexpr size_t kBytes = 1000 * kLineBytes + 20;  // 16 pages, the last partial, a partial line
+  struct Trace {
+    std::vector<uint64_t> sent;  // per version, its chosen lines' page masks
+    std::vector<size_t> counts;  // per version: lines, due, over budget, residual, oldest lag
+    bool operator==(const Trace&) const = default;
+  };
+  auto run = [&](bool avx512) {
+    UseAvx512ManagedRanking(avx512);
+    std::mt19937_64 rng(77);
+    std::vector<uint8_t> area((kBytes + kLineBytes - 1) / kLineBytes * kLineBytes, 0);
+    std::vector<uint8_t> readers = area;
+    ManagedSelection s(kBytes, {.max_line_age = 5, .rank = ManagedRank::kAbsolute});
+    LineSet changed(kBytes), send(kBytes);
+    Trace t;
+    for (uint64_t version = 1; version <= 300; ++version) {
+      const size_t writes = version % 7 == 0 ? 1001 : rng() % 200;  // some dense
+      for (size_t i = 0; i < writes; ++i) {
+        const size_t line = version % 7 == 0 ? i : rng() % 1001;
+        const size_t at = line * kLineBytes + (rng() % 16) * sizeof(float);
+        if (at + sizeof(float) > kBytes) continue;
+        float x;
+        if (rng() % 5 == 0) {
+          std::memcpy(&x, &readers[at], sizeof x);  // back to what readers have
+        } else {
+          x = std::uniform_real_distribution<float>(-4.0f, 4.0f)(rng);
+        }
+        std::memcpy(&area[at], &x, sizeof x);
+        changed.AddLines(line, 1);
+      }
+      const size_t budget = (rng() % 300) * kLineBytes;
+      const ManagedChoice c = s.Select(version, changed, area.data(), budget, &send);
+      changed.Clear();
+      send.ForEachRun([&](size_t first, size_t count) {
+        std::memcpy(&readers[first * kLineBytes], &area[first * kLineBytes], count * kLineBytes);
+      });
+      for (size_t page = 0; page * kLinesPerPage < 1001; ++page) t.sent.push_back(send.mask(page));
+      t.counts.insert(t.counts.end(), {c.lines, c.due_lines, c.over_budget, c.residual,
+                                       static_cast<size_t>(s.OldestLag(version))});
+    }
+    return t;
+  };
+  const bool had_avx512 = UseAvx512ManagedRanking(false);
+  const Trace portable = run(false);
+  const Trace avx512 = run(true);
+  UseAvx512ManagedRanking(had_avx512);
+  EXPECT_TRUE(portable == avx512);
+  // The run exercised what it is meant to: due lines, a budget too small, waiting lines.
+  size_t due = 0, waiting = 0;
+  for (size_t v = 0; v < portable.counts.size(); v += 5) {
+    due += portable.counts[v + 1];
+    waiting += portable.counts[v + 3];
+  }
+  EXPECT_GT(due, 0u);
+  EXPECT_GT(waiting, 0u);
+}
+
 TEST(ManagedSelectionTest, PartialLastLineComparesOnlyTheAreasBytes) {
   constexpr size_t kBytes = 2 * kLineBytes + 6;  // one float and two bytes in the last line
   std::vector<uint8_t> area(3 * kLineBytes, 0);
