@@ -1,5 +1,9 @@
 #include "coherence/version_publisher.h"
 
+#include <array>
+#include <bit>
+#include <utility>
+
 #include "coherence/line_copy.h"
 
 namespace dsm {
@@ -75,9 +79,30 @@ size_t VersionPublisher::CopyPending(uint32_t target, const uint8_t* src, uint8_
                                      LineStores stores) {
   LineSet& todo = pending_[target];
   size_t copied = 0;
+  // The lines a buffer missed are scattered, and their source is often not
+  // in the cache (a replica's frames arrive with streaming stores): each
+  // copy would wait for its own miss. Lines of sparse pages are fetched
+  // kAheadPages pages before they are copied, so the misses overlap (the
+  // hardware prefetcher follows dense pages by itself).
+  constexpr size_t kAheadPages = 8;
+  constexpr int kSparseLines = 16;
+  std::array<std::pair<size_t, uint64_t>, kAheadPages> ahead;
+  size_t seen = 0;
   todo.ForEachPage([&](size_t page, uint64_t mask) {
-    copied += CopyPageLines(page, mask, src, dst, stores);
+    if (std::popcount(mask) <= kSparseLines) {
+      for (uint64_t m = mask; m != 0; m &= m - 1) {
+        __builtin_prefetch(src + (page * kLinesPerPage + static_cast<size_t>(std::countr_zero(m))) *
+                                     kLineBytes);
+      }
+    }
+    auto& slot = ahead[seen++ % kAheadPages];
+    if (seen > kAheadPages) copied += CopyPageLines(slot.first, slot.second, src, dst, stores);
+    slot = {page, mask};
   });
+  for (size_t i = seen > kAheadPages ? seen - kAheadPages : 0; i < seen; ++i) {
+    copied += CopyPageLines(ahead[i % kAheadPages].first, ahead[i % kAheadPages].second, src, dst,
+                            stores);
+  }
   todo.Clear();
   StoreFence();
   return copied;
