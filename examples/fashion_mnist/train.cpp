@@ -22,6 +22,8 @@
 // one of the complete model. Then each publishes a "done" mark and leaves once it
 // has everyone's. The same binary with --workers 1 is the single-host baseline.
 // See examples/fashion_mnist/README.md.
+#include <dsm/dsm.hpp>
+
 #include <cblas.h>
 #include <sys/resource.h>
 
@@ -33,7 +35,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <dsm/dsm.hpp>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <numbers>
