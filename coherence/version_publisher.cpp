@@ -28,9 +28,11 @@ size_t VersionPublisher::Publish(ChangeLog& dirty, uint32_t target, const uint8_
   // copies what the target lacks in one tight loop: the copies of cold lines
   // dominate, and keeping them together lets the CPU overlap their misses.
   const ChangeLog::TakenPages taken = dirty.TakePages();
+  last_version_lines_ = 0;
   for (size_t k = 0; k < taken.pages.size(); ++k) {
     for (LineSet& p : pending_) p.AddMask(taken.pages[k], taken.masks[k]);
     if (changed) changed->AddMask(taken.pages[k], taken.masks[k]);
+    last_version_lines_ += static_cast<size_t>(std::popcount(taken.masks[k]));
   }
   return CopyPending(target, src, dst, stores_);
 }
@@ -38,6 +40,7 @@ size_t VersionPublisher::Publish(ChangeLog& dirty, uint32_t target, const uint8_
 size_t VersionPublisher::PublishLines(const LineSet& dirty, uint32_t target, const uint8_t* src,
                                       uint8_t* dst) {
   for (LineSet& p : pending_) p.Merge(dirty);
+  last_version_lines_ = dirty.CountLines();
   return CopyPending(target, src, dst, stores_);
 }
 
@@ -53,6 +56,7 @@ size_t VersionPublisher::PublishInPlace(const LineSet& written, uint32_t target,
   for (uint32_t b = 0; b < pending_.size(); ++b) {
     if (b != target) pending_[b].Merge(written);
   }
+  last_version_lines_ = written.CountLines();
   return copied;
 }
 
@@ -72,7 +76,8 @@ void VersionPublisher::MarkAllPending() {
 
 bool VersionPublisher::CatchUpWorthwhile(uint32_t target) const {
   const size_t lines = (area_bytes_ + kLineBytes - 1) / kLineBytes;
-  return pending_[target].CountLines() * kCatchUpMaxShare <= lines;
+  return last_version_lines_ * kCatchUpMaxShare <= lines ||
+         pending_[target].CountLines() * kCatchUpMaxShare <= lines;
 }
 
 size_t VersionPublisher::CopyPending(uint32_t target, const uint8_t* src, uint8_t* dst,

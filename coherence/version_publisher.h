@@ -31,9 +31,13 @@ inline constexpr LatestVersion UnpackLatest(uint64_t word) {
   return {word >> 8, static_cast<uint32_t>(word & 0xff)};
 }
 
-// A buffer is caught up ahead of its next version (CatchUp) only if it missed
-// at most 1/this of the area's lines; more, and the next version likely
-// rewrites most of them anyway, so that copy would be made twice.
+// A buffer is caught up ahead of its next version (CatchUp) if it missed at
+// most 1/this of the area's lines, or if the last version wrote at most that
+// share: versions that rewrite more likely rewrite most of what a catch-up
+// would copy, so that copy would be made twice. Versions sparser than that
+// (a managed area's, a sparse update's) leave most of it in place, and the
+// copy is better made before the next version than in its publish, where
+// the readers wait for it.
 inline constexpr size_t kCatchUpMaxShare = 4;
 
 // Picks the buffer the next version goes to: not `latest`, not in `pinned_mask`
@@ -82,6 +86,8 @@ class VersionPublisher {
   }
   // Whether CatchUp of `target` is worth making now (kCatchUpMaxShare).
   bool CatchUpWorthwhile(uint32_t target) const;
+  // Lines the last publish wrote as its version's own (not catch-ups).
+  size_t last_version_lines() const { return last_version_lines_; }
 
   // For a version a writer handed over in a stage (staged_lines.h): writes
   // it into buffer `target`, its lines from `bytes`, what `target` missed of
@@ -108,6 +114,7 @@ class VersionPublisher {
   LineStores stores_;
   std::vector<LineSet> pending_;
   LineSet written_;  // PublishRuns: the version's lines
+  size_t last_version_lines_ = 0;
 };
 
 }  // namespace dsm

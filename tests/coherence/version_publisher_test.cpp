@@ -243,9 +243,10 @@ TEST(VersionPublisherTest, CatchUpAheadOfAVersionLeavesNothingForItsPublish) {
   EXPECT_EQ(CollectRuns(r.pub.pending(1)), (Runs{{64, 1}}));
 }
 
-TEST(VersionPublisherTest, CatchingUpAheadIsWorthwhileOnlyForABufferThatMissedAQuarterOrLess) {
+TEST(VersionPublisherTest, CatchingUpAheadIsWorthwhileUnlessBothMissedAndLastVersionAreLarge) {
   // 256 lines. A version rewriting most of the area would overwrite most of
-  // an early catch-up: that copy is left to the publish.
+  // an early catch-up: that copy is left to the publish. After a sparse
+  // version, the next one likely leaves most of it in place.
   const size_t area = 256 * kLineBytes;
   std::vector<uint8_t> writer(area, 0), buffer(area, 0);
   VersionPublisher pub(area, 2);
@@ -253,11 +254,21 @@ TEST(VersionPublisherTest, CatchingUpAheadIsWorthwhileOnlyForABufferThatMissedAQ
   EXPECT_TRUE(pub.CatchUpWorthwhile(1)) << "nothing missed: trivially cheap";
   dirty.MarkBytes(0, 64 * kLineBytes);  // a quarter of the lines, into buffer 0
   pub.Publish(dirty, 0, writer.data(), buffer.data());
+  EXPECT_EQ(pub.last_version_lines(), 64u);
   EXPECT_TRUE(pub.CatchUpWorthwhile(1));
   EXPECT_TRUE(pub.CatchUpWorthwhile(0)) << "the target itself missed nothing";
-  dirty.MarkBytes(64 * kLineBytes, kLineBytes);  // one line more
+  dirty.MarkBytes(0, 65 * kLineBytes);  // one line more than a quarter
   pub.Publish(dirty, 0, writer.data(), buffer.data());
-  EXPECT_FALSE(pub.CatchUpWorthwhile(1));
+  EXPECT_FALSE(pub.CatchUpWorthwhile(1)) << "65 lines missed, and the versions are dense";
+  dirty.MarkBytes(200 * kLineBytes, kLineBytes);  // a sparse version
+  pub.Publish(dirty, 0, writer.data(), buffer.data());
+  EXPECT_EQ(pub.last_version_lines(), 1u);
+  EXPECT_TRUE(pub.CatchUpWorthwhile(1)) << "66 lines missed, but the last version wrote one";
+  LineSet in_place(area);
+  in_place.AddLines(0, 100);  // a dense version received in place
+  pub.PublishInPlace(in_place, 1, buffer.data(), buffer.data());
+  EXPECT_EQ(pub.last_version_lines(), 100u);
+  EXPECT_FALSE(pub.CatchUpWorthwhile(0)) << "100 lines missed after a dense version";
 }
 
 TEST(VersionPublisherTest, EmptyPublishStillCatchesTheTargetUp) {
