@@ -18,8 +18,9 @@ struct Sink {
   ExportCounters* counters;
   bool in_place;
   bool from_stage = false;
+  bool urgent = false;
   uint8_t* reserved = nullptr;
-  uint8_t* Reserve(size_t) { return reserved = out->Reserve(dest); }
+  uint8_t* Reserve(size_t) { return reserved = out->Reserve(dest, urgent); }
   void Commit(size_t bytes) {
     out->Commit(bytes);
     ++counters->data_frames_out;
@@ -323,8 +324,11 @@ void AreaExport::MarkSending(Stage stage) {
 bool AreaExport::ContinueSend(uint64_t now_ns) {
   // The device has not taken what it was given last turn (a ring full until
   // the peer drains it): wait for it rather than queue more. Still work: the
-  // loop keeps turning (and flushing) without sleeping.
-  if (out_->backlog() >= params_.send_burst_frames) return true;
+  // loop keeps turning (and flushing) without sleeping. A transfer of a few
+  // frames (a step count others wait for) does not wait behind bulk frames:
+  // it goes ahead of them.
+  const bool urgent = frame_count_ <= params_.urgent_max_frames;
+  if (!urgent && out_->backlog() >= params_.send_burst_frames) return true;
   const bool group = sending_.hosts.size() > 1;
   const uint16_t dest = group ? wire::kAllHosts : sending_.hosts.front();
   const bool from_stage = sending_from_stage_ && staged_;
@@ -335,10 +339,10 @@ bool AreaExport::ContinueSend(uint64_t now_ns) {
   uint32_t sent;
   if (from_stage) {
     // The stage stays until these frames are out (TailsInUse).
-    Sink sink{out_, dest, counters_, /*in_place=*/true, /*from_stage=*/true};
+    Sink sink{out_, dest, counters_, /*in_place=*/true, /*from_stage=*/true, urgent};
     sent = writer.WriteCompact(plan_, stage_.bytes, next_seq_, todo, sink);
   } else {
-    Sink sink{out_, dest, counters_, FramesInPlace()};
+    Sink sink{out_, dest, counters_, FramesInPlace(), /*from_stage=*/false, urgent};
     sent = writer.WritePlanned(plan_, FrameSource(), next_seq_, todo, sink);
   }
   next_seq_ += sent;

@@ -115,7 +115,8 @@ class ExportFrameOut {
   virtual size_t backlog() = 0;
   // Starts a frame to `dest` (a host, or wire::kAllHosts: one copy to every
   // host); nullptr if none can be sent now.
-  virtual uint8_t* Reserve(uint16_t dest) = 0;
+  // `urgent`: ahead of the frames queued without it (net::Destination).
+  virtual uint8_t* Reserve(uint16_t dest, bool urgent) = 0;
   virtual void Commit(size_t bytes) = 0;
   // Hands over the frame at `reserved`: its first `head_bytes`, then `tail`.
   // `in_place`: the tail lies in the pinned buffer and may be read there

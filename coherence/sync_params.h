@@ -78,6 +78,11 @@ struct SyncParams {
   // collected once the hosts acknowledged the last, often a training step
   // (30-40 ms) apart.
   uint64_t managed_burst_ns = 100'000'000;
+  // A transfer of at most this many frames goes ahead of the frames queued
+  // for the device (net::Destination::urgent), even past send_burst_frames
+  // of backlog: one other workers wait for (a step count) is not held up by
+  // megabytes of a managed area's lines queued before it.
+  uint32_t urgent_max_frames = 2;
 };
 
 }  // namespace dsm

@@ -69,9 +69,11 @@ bool ShmExportHost::TailsInUse() {
   return tails_->frames_in_use() != 0;
 }
 
-uint8_t* ShmExportHost::Reserve(uint16_t dest) {
-  return transport_->Reserve(dest == wire::kAllHosts ? net::Destination::Group(group_)
-                                                     : net::Destination::Host(dest));
+uint8_t* ShmExportHost::Reserve(uint16_t dest, bool urgent) {
+  net::Destination d =
+      dest == wire::kAllHosts ? net::Destination::Group(group_) : net::Destination::Host(dest);
+  d.urgent = urgent;
+  return transport_->Reserve(d);
 }
 
 size_t ShmExportHost::DropTails() {

@@ -55,7 +55,7 @@ class ShmExportHost : public ExportHost, public ExportFrameOut {
   size_t max_frame_bytes() override { return transport_->max_payload_bytes(); }
   wire::FrameSeal* seal() override { return seal_; }
   size_t backlog() override { return transport_->tx_backlog(); }
-  uint8_t* Reserve(uint16_t dest) override;
+  uint8_t* Reserve(uint16_t dest, bool urgent) override;
   void Commit(size_t bytes) override { transport_->Commit(bytes); }
   void CommitWithTail(uint8_t* reserved, size_t head_bytes, std::span<const uint8_t> tail,
                       bool in_place) override {

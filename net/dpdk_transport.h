@@ -73,6 +73,7 @@ class DpdkTransport final : public Transport {
   rte_mbuf* reserved_ = nullptr;  // between Reserve and Commit
   Destination reserved_dest_;
   std::vector<rte_mbuf*> tx_queue_;  // committed, not yet flushed
+  size_t urgent_queued_ = 0;         // the first this many of tx_queue_ are urgent
   uint64_t tx_progress_tsc_ = 0;     // when the device last took a frame (or had none to take)
   uint16_t next_ip_id_ = 0;
 

@@ -98,6 +98,8 @@ size_t DpdkTransport::DropTails(TailHold* hold) {
     return true;
   });
   const size_t dropped = before - tx_queue_.size();
+  // (Urgent frames dropped here only make later ones queue a little further back.)
+  urgent_queued_ = std::min(urgent_queued_, tx_queue_.size());
   stats_.tx_dropped += dropped;
   return dropped;
 }
@@ -136,7 +138,11 @@ void DpdkTransport::CommitFrame(size_t payload_bytes, rte_mbuf* tail) {
     ++stats_.tx_dropped;
     return;
   }
-  tx_queue_.push_back(m);
+  if (reserved_dest_.urgent) {
+    tx_queue_.insert(tx_queue_.begin() + static_cast<std::ptrdiff_t>(urgent_queued_++), m);
+  } else {
+    tx_queue_.push_back(m);
+  }
 }
 
 size_t DpdkTransport::Flush() {
@@ -172,6 +178,7 @@ size_t DpdkTransport::Flush() {
   }
   // What the device refused waits, in order, for the next Flush.
   tx_queue_.erase(tx_queue_.begin(), tx_queue_.begin() + static_cast<std::ptrdiff_t>(i));
+  urgent_queued_ -= std::min(urgent_queued_, i);
   return sent;
 }
 

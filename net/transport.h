@@ -33,8 +33,16 @@ struct Destination {
   bool multicast = false;
   uint16_t host = 0;   // unicast: peer host id
   uint16_t group = 0;  // multicast: group id (mapped to 239.77.x.y and 01:00:5e:4d:x:y)
+  // Goes ahead of the frames queued for the device without it (still after
+  // those the device took, and after earlier urgent ones).
+  bool urgent = false;
   static Destination Host(uint16_t id) { return {false, id, 0}; }
   static Destination Group(uint16_t g) { return {true, 0, g}; }
+  Destination Urgent() const {
+    Destination d = *this;
+    d.urgent = true;
+    return d;
+  }
 };
 
 struct PortConfig {

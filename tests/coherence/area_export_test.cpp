@@ -77,6 +77,7 @@ class FakeWriterHost : public ExportHost, public ExportFrameOut {
     uint16_t dest;
     bool in_place;
     Bytes bytes;
+    bool urgent = false;
     wire::Frame decoded() const {
       wire::Frame f{};
       EXPECT_EQ(wire::Decode(bytes, &f), wire::DropReason::kNone);
@@ -119,19 +120,22 @@ class FakeWriterHost : public ExportHost, public ExportFrameOut {
   // ---- ExportFrameOut
   size_t max_frame_bytes() override { return kFrameBytes; }
   size_t backlog() override { return device_backlog; }
-  uint8_t* Reserve(uint16_t dest) override {
+  uint8_t* Reserve(uint16_t dest, bool urgent) override {
     dest_ = dest;
+    urgent_ = urgent;
     scratch_.assign(kFrameBytes, 0xcd);
     return scratch_.data();
   }
   void Commit(size_t bytes) override {
-    frames.push_back({dest_, false, Bytes(scratch_.begin(), scratch_.begin() + static_cast<std::ptrdiff_t>(bytes))});
+    frames.push_back(
+        {dest_, false,
+         Bytes(scratch_.begin(), scratch_.begin() + static_cast<std::ptrdiff_t>(bytes)), urgent_});
   }
   void CommitWithTail(uint8_t* reserved, size_t head_bytes, std::span<const uint8_t> tail,
                       bool in_place) override {
     Bytes b(reserved, reserved + head_bytes);
     b.insert(b.end(), tail.begin(), tail.end());
-    frames.push_back({dest_, in_place, std::move(b)});
+    frames.push_back({dest_, in_place, std::move(b), urgent_});
   }
 
   // The next pin publishes line `line` first (the writer was faster).
@@ -145,6 +149,7 @@ class FakeWriterHost : public ExportHost, public ExportFrameOut {
   bool publish_during_pin_ = false;
   size_t publish_line_ = 0;
   uint16_t dest_ = 0;
+  bool urgent_ = false;
   Bytes scratch_;
 };
 
@@ -221,6 +226,36 @@ TEST_F(AreaExportTest, TheNextVersionWaitsForEveryAckOrTheTimeoutAndCarriesOnlyI
   export_.Turn(kT0 + 3);
   EXPECT_EQ(CheckFrames(2, host_.buffers[host_.latest]).CountLines(), 2u);
   EXPECT_EQ(counters_.versions_collected, 2u);
+}
+
+TEST_F(AreaExportTest, ATransferOfAFewFramesGoesAheadOfABacklogAndBulkWaitsForIt) {
+  export_.Subscribe(kHostA);
+  export_.Turn(kT0);
+  ASSERT_EQ(host_.frames.size(), 125u);
+  EXPECT_FALSE(host_.frames.front().urgent) << "the whole area is bulk";
+  export_.OnAck(kHostA, 1, false, 0, 0, {}, kT0 + 1);
+  // The device is far behind; the next version is one line, one frame.
+  host_.device_backlog = 10 * kParams.send_burst_frames;
+  host_.Publish({7}, 0x11);
+  host_.frames.clear();
+  export_.Turn(kT0 + 2);
+  ASSERT_EQ(host_.frames.size(), 1u) << "not held up by the backlog";
+  EXPECT_TRUE(host_.frames.front().urgent);
+  EXPECT_EQ(CheckFrames(2, host_.buffers[host_.latest]).CountLines(), 1u);
+  export_.OnAck(kHostA, 2, false, 0, 0, {}, kT0 + 3);
+  // 32 lines: 4 frames, more than kParams.urgent_max_frames.
+  std::initializer_list<size_t> many = {0,   10,  20,  30,  40,  50,  60,  70,  80,  90,  100,
+                                        110, 120, 130, 140, 150, 160, 170, 180, 190, 200, 210,
+                                        220, 230, 240, 250, 260, 270, 280, 290, 300, 310};
+  host_.Publish(many, 0x22);
+  host_.frames.clear();
+  export_.Turn(kT0 + 4);
+  EXPECT_TRUE(host_.frames.empty()) << "bulk waits for the device";
+  host_.device_backlog = 0;
+  export_.Turn(kT0 + 5);
+  ASSERT_GT(host_.frames.size(), size_t{kParams.urgent_max_frames});
+  for (const auto& f : host_.frames) EXPECT_FALSE(f.urgent);
+  EXPECT_EQ(CheckFrames(3, host_.buffers[host_.latest]).CountLines(), many.size());
 }
 
 TEST_F(AreaExportTest, EachVersionSentIsMarkedCollectedPlannedAndFramedInThatOrder) {

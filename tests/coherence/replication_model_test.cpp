@@ -334,7 +334,7 @@ class WriterHost : public ExportHost, public ExportFrameOut {
   // ---- ExportFrameOut
   size_t max_frame_bytes() override { return p_.frame_bytes; }
   size_t backlog() override { return 0; }
-  uint8_t* Reserve(uint16_t dest) override {
+  uint8_t* Reserve(uint16_t dest, bool /*urgent*/) override {
     dest_ = dest;
     scratch_.assign(p_.frame_bytes, 0xcd);
     return scratch_.data();

@@ -197,6 +197,42 @@ TEST(DpdkRingTest, AFullDeviceKeepsFramesQueuedInOrderInsteadOfDroppingThem) {
   EXPECT_EQ(t->stats().tx_dropped, 0u);
 }
 
+TEST(DpdkRingTest, UrgentFramesGoAheadOfTheQueuedOnesInTheirOwnOrder) {
+  // The ring fills and 1,000 frames or so wait in the transport; two urgent
+  // frames committed then leave before those (after what the ring holds).
+  PortConfig c = Config("net_ring0", kHostA, kMacA, kIpA);
+  c.tx_stall_us = 60'000'000;
+  auto t = Open(c);
+  ASSERT_NE(t, nullptr);
+  constexpr uint32_t kFrames = 1500;
+  for (uint32_t seq = 0; seq < kFrames; ++seq) {
+    uint8_t* p = t->Reserve(Destination::Host(kHostA));
+    ASSERT_NE(p, nullptr);
+    Fill(p, 200, seq);
+    t->Commit(200);
+    if (seq % 100 == 99) t->Flush();
+  }
+  const size_t queued = t->tx_backlog();
+  ASSERT_GT(queued, 2u) << "the ring never filled: the test sends too little";
+  for (uint32_t seq = kFrames; seq < kFrames + 2; ++seq) {
+    uint8_t* p = t->Reserve(Destination::Host(kHostA).Urgent());
+    ASSERT_NE(p, nullptr);
+    Fill(p, 200, seq);
+    t->Commit(200);
+  }
+  const Received r = Receive(*t, kFrames + 2, std::chrono::seconds(10), /*flush=*/true);
+  ASSERT_EQ(r.bad, 0u);
+  ASSERT_EQ(r.seqs.size(), kFrames + 2);
+  const size_t in_ring = kFrames - queued;  // sent before the urgent ones were committed
+  for (size_t i = 0; i < r.seqs.size(); ++i) {
+    const uint32_t want = i < in_ring       ? static_cast<uint32_t>(i)
+                          : i < in_ring + 2 ? kFrames + static_cast<uint32_t>(i - in_ring)
+                                            : static_cast<uint32_t>(i - 2);
+    ASSERT_EQ(r.seqs[i], want) << "position " << i;
+  }
+  EXPECT_EQ(t->stats().tx_dropped, 0u);
+}
+
 TEST(DpdkRingTest, ADeviceNobodyDrainsHasItsBacklogDroppedAfterTheStallTime) {
   // A peer that is gone never drains its ring: after tx_stall_us without the
   // device taking a frame, what waits is dropped and counted, as on a lossy link.
