@@ -210,8 +210,14 @@ class Trainer {
   // ... and waits until this process sees every other worker's update at
   // the version it converged at.
   bool WaitOthersConverged(uint64_t steps);
-  // Publishes the step area: `steps` done, `converged_at` as above.
+  // Publishes the step area: `steps` done, `converged_at` as above, and
+  // (managed) the own update's version at that point.
   bool PublishSteps(uint64_t steps, uint64_t converged_at);
+  // Managed sync at staleness 0, once every other worker counted this step:
+  // waits until this process sees each one's update at the version its step
+  // area names (that of this step, or of the next one if that worker got
+  // there already: published either way).
+  bool WaitOthersDeltas();
 
   Options o_;
   fmnist::Model model_;
@@ -439,9 +445,12 @@ bool Trainer::Publish(uint64_t v) {
 bool Trainer::PublishSteps(uint64_t steps, uint64_t converged_at) {
   own_steps_.data()[0] = steps;
   own_steps_.data()[1] = converged_at;
+  uint64_t delta_version = 0;
+  if (managed()) own_.version(&delta_version);
+  own_steps_.data()[2] = delta_version;
   const auto deadline = Clock::now() + std::chrono::duration<double>(o_.wait_timeout_s);
   dsm::Status st;
-  if (!own_steps_.log(0, 2).ok()) return false;
+  if (!own_steps_.log(0, 3).ok()) return false;
   while (!(st = own_steps_.publish()).ok()) {
     if (st.code() != DSM_ERR_BUSY || Clock::now() > deadline) {
       std::fprintf(stderr,
@@ -528,6 +537,26 @@ bool Trainer::WaitOthers(uint64_t v, const char* why, double timeout_s, bool fat
                    fatal ? "" : "warning: ", o_.rank, why, j, VersionOf(j), as.latest_version, v,
                    timeout_s, as.writer_alive ? "reported alive" : "gone",
                    static_cast<double>(as.staleness_ns) / 1e9, j, st.ToString().c_str());
+      return false;
+    }
+  }
+  return true;
+}
+
+bool Trainer::WaitOthersDeltas() {
+  const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(o_.wait_timeout_s * 1000));
+  // A step count can overtake the update it counts (dsmd sends a small
+  // version ahead of a large one): the view waits for the update, as it
+  // would for an unmanaged area.
+  for (int j = 0; j < o_.workers; ++j) {
+    if (j == o_.rank) continue;
+    const uint64_t want = others_steps_[static_cast<size_t>(j)][2];
+    if (const dsm::Status st = others_[static_cast<size_t>(j)].wait_version(want, timeout);
+        !st.ok()) {
+      std::fprintf(stderr,
+                   "fashion_mnist: worker %d: worker %d's update never reached version %" PRIu64
+                   " here, which its step count names: %s\n",
+                   o_.rank, j, want, st.ToString().c_str());
       return false;
     }
   }
@@ -690,6 +719,7 @@ int Trainer::Run() {
           !WaitOthers(t - static_cast<uint64_t>(o_.staleness), "staleness bound")) {
         return 1;
       }
+      if (managed() && o_.staleness == 0 && !WaitOthersDeltas()) return 1;
       const auto t3 = Clock::now();
       StepRecord r{static_cast<float>(Seconds(t0, t1) * 1e3), static_cast<float>(Seconds(t1, t2) * 1e3),
                    static_cast<float>(Seconds(t2, t3) * 1e3), static_cast<int32_t>(step_stale),
