@@ -218,6 +218,9 @@ class Trainer {
   // area names (that of this step, or of the next one if that worker got
   // there already: published either way).
   bool WaitOthersDeltas();
+  // Waits until this process sees each other worker's update at the version
+  // in slot `slot` of its step area (`what` it is, for the message).
+  bool WaitOthersUpdates(size_t slot, const char* what);
 
   Options o_;
   fmnist::Model model_;
@@ -503,16 +506,20 @@ bool Trainer::ConvergeOwn(uint64_t steps) {
 bool Trainer::WaitOthersConverged(uint64_t steps) {
   if (!WaitOthers(steps + 1, "final barrier (every worker's update sent whole)")) return false;
   dsm_service();  // the step areas' newest versions, with the versions to wait for
+  return WaitOthersUpdates(1, "at which it sent every line");
+}
+
+bool Trainer::WaitOthersUpdates(size_t slot, const char* what) {
   const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(o_.wait_timeout_s * 1000));
   for (int j = 0; j < o_.workers; ++j) {
     if (j == o_.rank) continue;
-    const uint64_t at = others_steps_[static_cast<size_t>(j)][1];
+    const uint64_t at = others_steps_[static_cast<size_t>(j)][slot];
     if (const dsm::Status st = others_[static_cast<size_t>(j)].wait_version(at, timeout);
         !st.ok()) {
       std::fprintf(stderr,
                    "fashion_mnist: worker %d: worker %d's update never reached version "
-                   "%" PRIu64 " here: %s\n",
-                   o_.rank, j, at, st.ToString().c_str());
+                   "%" PRIu64 " here (the version %s): %s\n",
+                   o_.rank, j, at, what, st.ToString().c_str());
       return false;
     }
   }
@@ -544,23 +551,10 @@ bool Trainer::WaitOthers(uint64_t v, const char* why, double timeout_s, bool fat
 }
 
 bool Trainer::WaitOthersDeltas() {
-  const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(o_.wait_timeout_s * 1000));
   // A step count can overtake the update it counts (dsmd sends a small
   // version ahead of a large one): the view waits for the update, as it
   // would for an unmanaged area.
-  for (int j = 0; j < o_.workers; ++j) {
-    if (j == o_.rank) continue;
-    const uint64_t want = others_steps_[static_cast<size_t>(j)][2];
-    if (const dsm::Status st = others_[static_cast<size_t>(j)].wait_version(want, timeout);
-        !st.ok()) {
-      std::fprintf(stderr,
-                   "fashion_mnist: worker %d: worker %d's update never reached version %" PRIu64
-                   " here, which its step count names: %s\n",
-                   o_.rank, j, want, st.ToString().c_str());
-      return false;
-    }
-  }
-  return true;
+  return WaitOthersUpdates(2, "its step count names");
 }
 
 double Trainer::Evaluate(double* loss) {
