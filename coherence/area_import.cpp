@@ -71,12 +71,13 @@ bool AreaImport::Publish(uint64_t now_ns) {
       bytes += CopyPageLines(page, mask, staging, dst, LineStores::kStreaming);
     });
   } else {
-    bytes = written.CountLines() * kLineBytes;  // already in place
     ++counters_->versions_received_in_place;
   }
   // What the target missed of earlier versions comes from the latest one.
   const uint8_t* latest = host_->Buffer(static_cast<int>(host_->Latest()));
   bytes += publisher_.PublishInPlace(written, static_cast<uint32_t>(target), latest, dst);
+  // Received in place: the version's own lines were written by the frames.
+  if (target_ >= 0) bytes += publisher_.last_version_lines() * kLineBytes;
   host_->Publish(static_cast<uint32_t>(target), receiver_.complete_version(), bytes, now_ns);
   if (marks_) {
     marks_->Mark(Stage::kPublished, receiver_.complete_version(), origin_host_, marks_->NowNs());
