@@ -21,6 +21,7 @@ void AreaImport::Aim(bool catch_up) {
   uint8_t* dst = host_->Buffer(buffer);
   if (!receiver_.SetTarget(dst)) return;
   target_ = buffer;
+  forward_ = -1;
   // Nothing of the next version is in it yet: what it missed of the earlier
   // ones can be copied now rather than when that version completes.
   if (buffer >= 0 && catch_up && publisher_.CatchUpWorthwhile(static_cast<uint32_t>(buffer))) {
@@ -29,11 +30,17 @@ void AreaImport::Aim(bool catch_up) {
   }
 }
 
+void AreaImport::AimForward() {
+  const int forward = host_->SpareBesides(target_);
+  if (forward >= 0 && receiver_.SetForward(host_->Buffer(forward))) forward_ = forward;
+}
+
 wire::DropReason AreaImport::OnData(const wire::Frame& frame, uint64_t now_ns) {
   // The first line of a version goes straight to a reader buffer if one is
   // free by now (local readers move off the previous version as soon as it
   // is out).
   if (target_ < 0 && receiver_.changed().Empty()) Aim(false);
+  if (target_ >= 0 && forward_ < 0 && receiver_.changed().Empty()) AimForward();
   const ReplicaReceiver::Result res = receiver_.OnData(frame, now_ns);
   if (res.drop == wire::DropReason::kNone) {
     progress_ns_ = now_ns;
@@ -72,10 +79,12 @@ bool AreaImport::Publish(uint64_t now_ns) {
     });
   } else {
     ++counters_->versions_received_in_place;
+    if (forward_ >= 0) ++counters_->versions_received_forward;
   }
   // What the target missed of earlier versions comes from the latest one.
   const uint8_t* latest = host_->Buffer(static_cast<int>(host_->Latest()));
-  bytes += publisher_.PublishInPlace(written, static_cast<uint32_t>(target), latest, dst);
+  bytes += publisher_.PublishInPlace(written, static_cast<uint32_t>(target), latest, dst,
+                                     target_ >= 0 ? forward_ : -1);
   // Received in place: the version's own lines were written by the frames.
   if (target_ >= 0) bytes += publisher_.last_version_lines() * kLineBytes;
   host_->Publish(static_cast<uint32_t>(target), receiver_.complete_version(), bytes, now_ns);
@@ -88,6 +97,7 @@ bool AreaImport::Publish(uint64_t now_ns) {
   // the next turn, aims again.
   receiver_.SetTarget(host_->Buffer(-1));
   target_ = -1;
+  forward_ = -1;
   return true;
 }
 

@@ -46,6 +46,9 @@ class ImportHost {
   // The same when a staged version is to be published; -1 makes the publish
   // wait (AreaImport::Turn retries).
   virtual int SpareToPublish() = 0;
+  // Another such buffer besides `buffer` (the one frames go to), for the
+  // version after: the one a round-robin pick goes to next; -1 if none.
+  virtual int SpareBesides(int buffer) = 0;
   // The buffer local readers see (the latest version's).
   virtual uint32_t Latest() = 0;
   // A buffer's bytes (the area's mapped size, whole lines).
@@ -64,6 +67,7 @@ class ImportHost {
 struct ImportCounters {
   uint64_t versions_received = 0;
   uint64_t versions_received_in_place = 0;  // frames went straight to the published buffer
+  uint64_t versions_received_forward = 0;   // of those: also into the next version's buffer
   uint64_t acks_out = 0;
   uint64_t resyncs = 0;  // replicas that made no progress and asked for the whole area anew
 };
@@ -104,6 +108,11 @@ class AreaImport {
   // that buffer up to the latest version now (not when a frame of the next
   // version is already waiting).
   void Aim(bool catch_up);
+  // At a version's first line: lets its frames also write the spare after
+  // the target (ReplicaReceiver::SetForward), if local readers do not pin
+  // it. The next version likely goes there, and then misses only the
+  // version before this one rather than both.
+  void AimForward();
   // Publishes the completed version (false: no buffer free yet).
   bool Publish(uint64_t now_ns);
   // Tells the writer's host the complete version and what is missing of the
@@ -126,6 +135,7 @@ class AreaImport {
   ReplicaReceiver receiver_;
   VersionPublisher publisher_;
   int target_ = -1;
+  int forward_ = -1;  // the buffer frames also go to (AimForward); -1: none
   uint64_t last_ack_ns_ = 0;
   // The pass of frames coming now (a transfer's, or the resends a NACK asked
   // for) and its last frame: once that came, what is missing was lost.

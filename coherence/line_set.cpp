@@ -30,6 +30,10 @@ void LineSet::Merge(const LineSet& other) {
   other.ForEachPage([&](size_t page, uint64_t mask) { AddMask(page, mask); });
 }
 
+void LineSet::Subtract(const LineSet& other) {
+  other.ForEachPage([&](size_t page, uint64_t mask) { masks_[page] &= ~mask; });
+}
+
 size_t LineSet::CountLines() const {
   size_t n = 0;
   ForEachPage([&](size_t, uint64_t mask) { n += static_cast<size_t>(__builtin_popcountll(mask)); });

@@ -37,6 +37,8 @@ class LineSet {
   void AddLines(size_t first, size_t count);
   void AddAll() { AddLines(0, lines_); }
   void Merge(const LineSet& other);
+  // Removes the lines of `other`.
+  void Subtract(const LineSet& other);
   // Empties one page (it stays in the page list until Clear; iteration skips it).
   void ClearPage(size_t page) { masks_[page] = 0; }
 

@@ -14,6 +14,13 @@ ReplicaReceiver::ReplicaReceiver(size_t area_bytes, uint8_t* staging)
 bool ReplicaReceiver::SetTarget(uint8_t* staging) {
   if (!changed_.Empty()) return false;
   staging_ = staging;
+  forward_ = nullptr;
+  return true;
+}
+
+bool ReplicaReceiver::SetForward(uint8_t* forward) {
+  if (!changed_.Empty()) return false;
+  forward_ = forward;
   return true;
 }
 
@@ -83,6 +90,9 @@ ReplicaReceiver::Result ReplicaReceiver::OnData(const wire::Frame& frame, uint64
     // Streaming stores, single lines too (LineStores::kStreaming): the
     // version's publish fences them (PublishInPlace).
     CopyLinesStreaming(staging_ + size_t{run.first_line} * kLineBytes, data, bytes);
+    if (forward_ != nullptr) {
+      CopyLinesStreaming(forward_ + size_t{run.first_line} * kLineBytes, data, bytes);
+    }
     data += bytes;
     changed_.AddLines(run.first_line, run.line_count);
   }

@@ -27,8 +27,15 @@ class ReplicaReceiver {
 
   // Sends accepted lines to `staging` from now on. Only between versions: no
   // line staged since the last Published() (else ignored, returns false).
+  // Ends forward copies (SetForward).
   bool SetTarget(uint8_t* staging);
   const uint8_t* target() const { return staging_; }
+  // Copies accepted lines to `forward` too, from now on until SetTarget:
+  // the spare the version after this one will go to, written while the
+  // lines are in this core's cache rather than read back from the target
+  // in that version's catch-up. Only between versions, as SetTarget.
+  bool SetForward(uint8_t* forward);
+  const uint8_t* forward() const { return forward_; }
 
   struct Result {
     wire::DropReason drop = wire::DropReason::kNone;
@@ -70,6 +77,7 @@ class ReplicaReceiver {
  private:
   size_t lines_;
   uint8_t* staging_;
+  uint8_t* forward_ = nullptr;
   LineSet changed_;
   bool has_base_ = false;  // complete_ holds a real version
   uint64_t complete_ = 0;

@@ -45,7 +45,7 @@ size_t VersionPublisher::PublishLines(const LineSet& dirty, uint32_t target, con
 }
 
 size_t VersionPublisher::PublishInPlace(const LineSet& written, uint32_t target,
-                                        const uint8_t* latest, uint8_t* dst) {
+                                        const uint8_t* latest, uint8_t* dst, int forward) {
   LineSet& todo = pending_[target];
   size_t copied = 0;
   todo.ForEachPage([&](size_t page, uint64_t mask) {
@@ -54,7 +54,11 @@ size_t VersionPublisher::PublishInPlace(const LineSet& written, uint32_t target,
   todo.Clear();
   StoreFence();  // the streaming copies, and the caller's lines in `written`
   for (uint32_t b = 0; b < pending_.size(); ++b) {
-    if (b != target) pending_[b].Merge(written);
+    if (static_cast<int>(b) == forward) {
+      pending_[b].Subtract(written);
+    } else if (b != target) {
+      pending_[b].Merge(written);
+    }
   }
   last_version_lines_ = written.CountLines();
   return copied;

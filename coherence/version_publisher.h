@@ -67,11 +67,13 @@ class VersionPublisher {
   // lacks besides those from `latest` (the latest version's buffer; area
   // memory, rounded up to whole lines) into `dst`, then does Publish's
   // bookkeeping. Lines in `written` must hold the new version's content
-  // (ReplicaReceiver: lines of an abandoned transfer do). Ends with a
-  // StoreFence(), covering streaming stores the caller made into `dst` too.
-  // Returns the bytes copied.
+  // (ReplicaReceiver: lines of an abandoned transfer do). `forward` (if not
+  // -1): a spare written the same lines as `target` (ReplicaReceiver's
+  // forward copies), which then lacks them no longer. Ends with a
+  // StoreFence(), covering streaming stores the caller made into `dst` (and
+  // `forward`) too. Returns the bytes copied.
   size_t PublishInPlace(const LineSet& written, uint32_t target, const uint8_t* latest,
-                        uint8_t* dst);
+                        uint8_t* dst, int forward = -1);
 
   // Brings buffer `target` (neither latest nor pinned, nothing written into
   // it since the last publish) up to the latest version, from `latest`, ahead

@@ -23,6 +23,11 @@ int ShmImportHost::SpareForNextVersion() {
 
 int ShmImportHost::SpareToPublish() { return ChoosePublishTarget(area_); }
 
+int ShmImportHost::SpareBesides(int buffer) {
+  const uint32_t taken = buffer >= 0 ? 1u << buffer : 0;
+  return PickTargetBuffer(area_.buffer_count, Latest(), PinnedBuffers(area_) | taken);
+}
+
 uint32_t ShmImportHost::Latest() { return UnpackLatest(area_.latest.load()).buffer; }
 
 uint8_t* ShmImportHost::Buffer(int buffer) {

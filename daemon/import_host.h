@@ -23,6 +23,7 @@ class ShmImportHost : public ImportHost {
 
   int SpareForNextVersion() override;
   int SpareToPublish() override;
+  int SpareBesides(int buffer) override;
   uint32_t Latest() override;
   uint8_t* Buffer(int buffer) override;
   void Publish(uint32_t buffer, uint64_t version, size_t bytes_copied, uint64_t now_ns) override;

@@ -59,6 +59,8 @@ struct RemoteCounters {
   uint64_t managed_lines_deferred;
   uint64_t managed_due_lines;
   uint64_t managed_over_budget_bytes;
+  uint64_t versions_received_forward;  // of versions_received_in_place: their frames also
+                                       // wrote the buffer the next version goes to
 };
 
 // What dsmd knows of each host of the cluster.

@@ -59,6 +59,10 @@ class FakeReplicaHost : public ImportHost {
     return PickTargetBuffer(static_cast<uint32_t>(buffers.size()), latest, pinned);
   }
   int SpareToPublish() override { return SpareForNextVersion(); }
+  int SpareBesides(int buffer) override {
+    const uint32_t taken = buffer >= 0 ? 1u << buffer : 0;
+    return PickTargetBuffer(static_cast<uint32_t>(buffers.size()), latest, pinned | taken);
+  }
   uint32_t Latest() override { return latest; }
   uint8_t* Buffer(int b) override {
     return b < 0 ? staging.data() : buffers[static_cast<size_t>(b)].data();
@@ -196,6 +200,72 @@ TEST_F(AreaImportTest, ASpareThatMissedFewLinesIsCaughtUpWhenATurnAimsAtIt) {
   EXPECT_EQ(import_.target(), 1);
   EXPECT_EQ(host_.caught_up, kLineBytes);
   EXPECT_EQ(host_.buffers[1], v6);
+}
+
+class AreaImportThreeBuffersTest : public AreaImportTest {
+ protected:
+  AreaImportThreeBuffersTest() : AreaImportTest(3) {}
+
+  // Delivers version `v` rewriting `line` of `prev`, after a turn between
+  // versions (the catch-up ahead). Returns the version and the bytes that
+  // turn caught up.
+  std::pair<Bytes, size_t> Next(const Bytes& prev, uint64_t v, size_t line) {
+    const size_t before = host_.caught_up;
+    import_.Turn(kT0 + v);
+    const size_t caught_up = host_.caught_up - before;
+    const Bytes next = Rewrite(prev, {line}, static_cast<uint8_t>(v));
+    Deliver(import_,
+            MakeFrames(Lines({line}), next, v, v - 1, false, static_cast<uint32_t>(v), kFrameBytes),
+            kT0 + v);
+    EXPECT_EQ(host_.published.back(), v);
+    EXPECT_EQ(host_.buffers[host_.latest], next) << "version " << v;
+    return {next, caught_up};
+  }
+};
+
+TEST_F(AreaImportThreeBuffersTest, FramesAlsoWriteTheNextSpareWhichThenMissesOnlyOneVersion) {
+  Bytes v = ReceiveFirstVersion();  // version 5
+  v = Next(v, 6, 10).first;
+  v = Next(v, 7, 20).first;  // the spare after it had missed every line but 10 of version 5
+  // From here on each spare lacks only the version before the one it gets:
+  // the version before that came with its frames.
+  for (uint64_t version = 8; version <= 12; ++version) {
+    const auto [next, caught_up] = Next(v, version, 10 * version);
+    EXPECT_EQ(caught_up, kLineBytes) << "version " << version;
+    v = next;
+  }
+  EXPECT_EQ(counters_.versions_received_forward, counters_.versions_received);
+  // Every buffer differs from the latest only where its publisher says so.
+  for (uint32_t b = 0; b < 3; ++b) {
+    for (size_t line = 0; line < kArea / kLineBytes; ++line) {
+      if (std::memcmp(host_.buffers[b].data() + line * kLineBytes, v.data() + line * kLineBytes,
+                      kLineBytes) != 0) {
+        EXPECT_TRUE(import_.publisher().pending(b).Test(line))
+            << "buffer " << b << " line " << line;
+      }
+    }
+  }
+}
+
+TEST_F(AreaImportThreeBuffersTest, ASpareLocalReadersPinIsNotWrittenForward) {
+  Bytes v = ReceiveFirstVersion();
+  v = Next(v, 6, 10).first;
+  v = Next(v, 7, 20).first;
+  import_.Turn(kT0 + 8);  // aims at the spare after the latest
+  const int target = import_.target();
+  ASSERT_GE(target, 0);
+  const uint32_t other = 3 - host_.latest - static_cast<uint32_t>(target);
+  host_.pinned = 1u << other;  // a reader still holds the version it had
+  const Bytes held = host_.buffers[other];
+  const uint64_t forwarded = counters_.versions_received_forward;
+  v = Next(v, 8, 30).first;
+  EXPECT_EQ(host_.buffers[other], held) << "a pinned buffer changed";
+  EXPECT_EQ(counters_.versions_received_forward, forwarded);
+  host_.pinned = 0;
+  // That spare now lacks two versions, as without forward copies, and gets them.
+  const auto [next, caught_up] = Next(v, 9, 40);
+  EXPECT_EQ(caught_up, 2 * kLineBytes);
+  EXPECT_EQ(host_.buffers[host_.latest], next);
 }
 
 TEST_F(AreaImportTest, FramesItCannotUseAreAckedAtMostOncePerGap) {

@@ -400,6 +400,30 @@ TEST_F(ReplicaReceiverTest, TheTargetMovesOnlyBetweenVersions) {
   EXPECT_TRUE(rx_.SetTarget(staging_.data()));
 }
 
+TEST_F(ReplicaReceiverTest, ForwardCopiesGetEveryAcceptedLineUntilTheTargetMoves) {
+  const Bytes v1 = RandomContent(23);
+  Establish(v1, 1, 1);
+  Bytes forward(kRounded, 0x77);
+  ASSERT_TRUE(rx_.SetForward(forward.data()));
+  EXPECT_EQ(rx_.forward(), forward.data());
+  const Bytes v2 = Changed(v1, Lines({3, 300}), 24);
+  const Frames d = MakeFrames(Lines({3, 300}), v2, 2, 1, false, 2,
+                              sizeof(wire::Header) + sizeof(wire::Run) + kLineBytes);
+  ASSERT_EQ(d.size(), 2u);
+  ASSERT_EQ(rx_.OnData(d[0], 0).drop, DropReason::kNone);
+  EXPECT_FALSE(rx_.SetForward(nullptr)) << "a line is already forwarded: the version would split";
+  EXPECT_EQ(rx_.OnData(d[0], 0).drop, DropReason::kDuplicate);
+  ASSERT_TRUE(rx_.OnData(d[1], 0).completed);
+  Bytes expected(kRounded, 0x77);
+  for (size_t line : {size_t{3}, size_t{300}}) {
+    std::memcpy(expected.data() + line * kLineBytes, v2.data() + line * kLineBytes, kLineBytes);
+  }
+  EXPECT_EQ(forward, expected) << "the version's lines, and nothing else";
+  rx_.Published();
+  ASSERT_TRUE(rx_.SetTarget(staging_.data()));
+  EXPECT_EQ(rx_.forward(), nullptr) << "a new target ends the forward copies";
+}
+
 TEST_F(ReplicaReceiverTest, MissingRangesReportsTheExactGaps) {
   EXPECT_TRUE(Missing(rx_).empty());
   const Bytes src = RandomContent(12);

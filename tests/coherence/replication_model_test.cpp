@@ -542,6 +542,7 @@ class Model {
     const ReplicaReceiver& rx() const { return import->receiver(); }
     int SpareForNextVersion() override { return model->PickTarget(*this); }
     int SpareToPublish() override { return model->PickTarget(*this); }
+    int SpareBesides(int buffer) override { return model->PickTarget(*this, buffer); }
     uint32_t Latest() override { return latest; }
     uint8_t* Buffer(int b) override {
       return b < 0 ? staging.data() : buffers[static_cast<size_t>(b)].data();
@@ -826,11 +827,15 @@ class Model {
   }
 
   // A buffer for the next version as dsmd picks it (PickTargetBuffer), with
-  // local readers pinning each buffer at random; -1: none free.
-  int PickTarget(const Replica& r) {
-    uint32_t pinned = 0;
+  // local readers pinning each buffer at random; -1: none free. `besides`:
+  // a buffer not to pick (-1: none).
+  int PickTarget(const Replica& r, int besides = -1) {
+    uint32_t pinned = besides >= 0 ? 1u << besides : 0;
     for (uint32_t b = 0; b < r.buffers.size(); ++b) {
-      if (Coin(p_.pin)) pinned |= 1u << b;
+      const bool pin = besides >= 0
+                           ? std::uniform_real_distribution<double>(0, 1)(forward_rng_) < p_.pin
+                           : Coin(p_.pin);
+      if (pin) pinned |= 1u << b;
     }
     return PickTargetBuffer(static_cast<uint32_t>(r.buffers.size()), r.latest, pinned);
   }
@@ -973,6 +978,9 @@ class Model {
   const size_t lines_;
   const size_t rounded_;
   std::mt19937_64 rng_;
+  // Pins for SpareBesides: drawn apart, so that its calls leave rng_'s
+  // sequence (each seed's run) as it is without them.
+  std::mt19937_64 forward_rng_{p_.seed ^ 0x5eed};
   int round_ = 0;
   uint64_t now_ = 1'000'000'000;
 

@@ -73,8 +73,12 @@ int RunWriter(const std::string& socket, Board* b, End end) {
   managed.budget_bytes_per_s = kBudgetBytesPerS;
   managed.max_line_age = kMaxLineAge;
   managed.element = DSM_ELEMENT_FLOAT32;
+  // Three buffers, as the Fashion-MNIST example: the replica's frames then
+  // also write the spare the next version goes to (versions_received_forward).
+  dsm_alloc_opts opts{};
+  opts.reader_buffers = 3;
   void* p = nullptr;
-  if (dsm_alloc_managed(kName, kBytes, nullptr, &managed, &p) != DSM_OK) return 11;
+  if (dsm_alloc_managed(kName, kBytes, &opts, &managed, &p) != DSM_OK) return 11;
   auto* w = static_cast<float*>(p);
   for (size_t i = 0; i < kFloats; ++i) w[i] = 1.0f + static_cast<float>(i % 1000) / 1000.0f;
   dsm_log(w, kBytes);
@@ -179,6 +183,10 @@ void RunManaged(End end) {
               static_cast<unsigned long long>(sent), static_cast<unsigned long long>(changed),
               static_cast<double>(sent) / static_cast<double>(changed));
   EXPECT_LT(sent, changed / 2);
+  const auto c2 = cluster.Dsmctl(2);
+  ASSERT_FALSE(c2.is_discarded());
+  EXPECT_GT(c2["counters"]["versions_received_forward"].get<uint64_t>(), 0u)
+      << "no version's frames wrote the next spare too";
   if (end == End::kKeepServicing) {
     const auto area = VirtualCluster::FindArea(c1, kName, false);
     ASSERT_FALSE(area.is_null());
