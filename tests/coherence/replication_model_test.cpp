@@ -1286,7 +1286,8 @@ TEST(ReplicationModelTest, RandomRunsFromVersionZero) {
 // (managed runs, a fifth) with a line older than the lag bound (the traffic
 // checks of the tests above are for their own seeds). The unit suite
 // runs 2,100 runs; the soak suite (model_soak) DSM_SOAK_SEEDS per kind
-// (default 14,300: 100,100 runs) from DSM_SOAK_SEED_BASE (default 1000).
+// (default 7,000: 49,000 runs, about 4.5 minutes here) from
+// DSM_SOAK_SEED_BASE (default 1000).
 
 namespace dsm {
 namespace {
@@ -1378,7 +1379,7 @@ void SweepSeeds(uint64_t base, uint64_t seeds) {
 TEST(ReplicationModelTest, ThreeHundredSeedsOfEveryKindOfRun) { SweepSeeds(1, 300); }
 
 TEST(ReplicationModelSoak, EveryKindOfRunConvergesExactly) {
-  SweepSeeds(EnvOr("DSM_SOAK_SEED_BASE", 1000), EnvOr("DSM_SOAK_SEEDS", 14300));
+  SweepSeeds(EnvOr("DSM_SOAK_SEED_BASE", 1000), EnvOr("DSM_SOAK_SEEDS", 7000));
 }
 
 }  // namespace
