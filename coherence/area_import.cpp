@@ -53,6 +53,7 @@ wire::DropReason AreaImport::OnData(const wire::Frame& frame, uint64_t now_ns) {
   }
   if (res.completed) {
     ++counters_->versions_received;
+    idle_reacks_ = 0;
     if (marks_) {
       marks_->Mark(Stage::kAssembled, receiver_.complete_version(), origin_host_, marks_->NowNs());
     }
@@ -174,6 +175,13 @@ bool AreaImport::Turn(uint64_t now_ns) {
       writer_latest_ > receiver_.complete_version() &&
       now_ns - std::max(progress_ns_, last_ack_ns_) > params_.reack_after_ns) {
     SendAck(now_ns, /*every_missing=*/false);  // where we are, again
+    return true;
+  }
+  // Quiet since a completion: its ACK may have been lost (SyncParams::idle_reacks).
+  if (!receiver_.assembling() && receiver_.has_base() && idle_reacks_ < params_.idle_reacks &&
+      now_ns - std::max(progress_ns_, last_ack_ns_) > (params_.reack_after_ns << idle_reacks_)) {
+    ++idle_reacks_;
+    SendAck(now_ns, /*every_missing=*/false);
     return true;
   }
   // Received into the staging copy for want of a free buffer: look again.

@@ -137,6 +137,7 @@ class AreaImport {
   int target_ = -1;
   int forward_ = -1;  // the buffer frames also go to (AimForward); -1: none
   uint64_t last_ack_ns_ = 0;
+  uint32_t idle_reacks_ = 0;  // ACKs repeated since the last completion
   // The pass of frames coming now (a transfer's, or the resends a NACK asked
   // for) and its last frame: once that came, what is missing was lost.
   uint32_t pass_transfer_ = 0;
