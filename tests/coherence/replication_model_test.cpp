@@ -58,6 +58,7 @@ constexpr uint64_t kTickNs = 1'000'000;
 constexpr uint16_t kWriterHost = 1;
 // Frames arrive at most this many rounds late (Route).
 constexpr size_t kLateRounds = 4;
+constexpr int kListingRounds = 40;
 const SyncParams kSync{};
 
 struct Params {
@@ -562,8 +563,9 @@ class Model {
            std::to_string(r.rx().complete_version()) + (r.rx().has_base() ? "" : " (no base)") +
            ", assembling " +
            (r.rx().assembling() ? std::to_string(r.rx().assembling_version()) : std::string("-")) +
-           ", sender's acked " + std::to_string(export_->sender().acked(r.host)) + ", completions " +
-           std::to_string(r.completions);
+           ", sender's acked " + std::to_string(export_->sender().acked(r.host)) +
+           ", completions " + std::to_string(r.completions) + ", resyncs " +
+           std::to_string(r.counters.resyncs);
   }
 
   // Reader buffers per replica: 2 (the library's default) to 4, by seed.
@@ -638,6 +640,7 @@ class Model {
       }
     }
     ExportStep();
+    ListLatest();
     if (collected_.empty() || export_->sender().version() > collected_.back()) {
       collected_.push_back(export_->sender().version());
     }
@@ -649,6 +652,21 @@ class Model {
     }
     ProcessAcks();
     ForgetVersionsNoReplicaCanComplete();
+  }
+
+  // The writer's host lists its latest version in DIRECTORY frames every
+  // kListingRounds (dsmd: 40 ms), lost as often as DATA frames: what
+  // AreaImport's re-acks and resyncs go by.
+  void ListLatest() {
+    if (round_ % kListingRounds != 0) return;
+    auto lost = [&](double p) {
+      return std::uniform_real_distribution<double>(0, 1)(listing_rng_) < p;
+    };
+    for (auto& r : replicas_) {
+      if (!r->subscribed || Cut(r->host) || lost(p_.drop)) continue;
+      if (r->host == 10 + p_.hosts - 1 && lost(p_.slow_host_drop)) continue;
+      r->import->OnWriterLatest(host_.version, now_);
+    }
   }
 
   // A replica completes only versions newer than its last, so the history
@@ -981,6 +999,8 @@ class Model {
   // Pins for SpareBesides: drawn apart, so that its calls leave rng_'s
   // sequence (each seed's run) as it is without them.
   std::mt19937_64 forward_rng_{p_.seed ^ 0x5eed};
+  // Listings lost: drawn apart for the same reason.
+  std::mt19937_64 listing_rng_{p_.seed ^ 0x1157};
   int round_ = 0;
   uint64_t now_ = 1'000'000'000;
 
