@@ -171,18 +171,19 @@ bool AreaImport::Turn(uint64_t now_ns) {
     Resync(now_ns);
     return true;
   }
-  if (!receiver_.assembling() && receiver_.has_base() && writer_latest_known_ &&
-      writer_latest_ > receiver_.complete_version() &&
-      now_ns - std::max(progress_ns_, last_ack_ns_) > params_.reack_after_ns) {
-    SendAck(now_ns, /*every_missing=*/false);  // where we are, again
-    return true;
-  }
-  // Quiet since a completion: its ACK may have been lost (SyncParams::idle_reacks).
-  if (!receiver_.assembling() && receiver_.has_base() && idle_reacks_ < params_.idle_reacks &&
-      now_ns - std::max(progress_ns_, last_ack_ns_) > (params_.reack_after_ns << idle_reacks_)) {
-    ++idle_reacks_;
-    SendAck(now_ns, /*every_missing=*/false);
-    return true;
+  // Quiet, assembling nothing: the last ACK may have been lost. Repeated
+  // every reack_after_ns while the writer's host lists a newer version, else
+  // idle_reacks times after a completion at doubling gaps.
+  if (!receiver_.assembling() && receiver_.has_base()) {
+    const bool behind = writer_latest_known_ && writer_latest_ > receiver_.complete_version();
+    const uint64_t quiet = now_ns - std::max(progress_ns_, last_ack_ns_);
+    if (behind ? quiet > params_.reack_after_ns
+               : idle_reacks_ < params_.idle_reacks &&
+                     quiet > (params_.reack_after_ns << idle_reacks_)) {
+      if (!behind) ++idle_reacks_;
+      SendAck(now_ns, /*every_missing=*/false);  // where we are, again
+      return true;
+    }
   }
   // Received into the staging copy for want of a free buffer: look again.
   if (target_ < 0 && !receiver_.assembling()) Aim(true);
