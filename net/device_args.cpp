@@ -286,6 +286,17 @@ std::optional<ParsedDevargs> ParseDevargs(const std::string& device, std::string
   return out;
 }
 
+PortCounts CountsForMtu(PortCounts counts, uint32_t mtu_bytes, PortCounts floor) {
+  const uint64_t frame_bytes = uint64_t{mtu_bytes} + 14;
+  if (frame_bytes <= kCountedFrameBytes) return counts;
+  auto same_bytes = [&](uint32_t n, uint32_t least) {
+    return std::max(least, static_cast<uint32_t>(uint64_t{n} * kCountedFrameBytes / frame_bytes));
+  };
+  return PortCounts{same_bytes(counts.rx_ring, floor.rx_ring),
+                    same_bytes(counts.tx_ring, floor.tx_ring),
+                    same_bytes(counts.mbufs, floor.mbufs)};
+}
+
 std::optional<DeviceSpec> BuildDeviceSpec(const std::string& device, uint32_t mtu_bytes,
                                           uint32_t ring_frames, std::string* error,
                                           uint32_t page_bytes) {

@@ -59,6 +59,18 @@ std::optional<DeviceSpec> BuildDeviceSpec(const std::string& device, uint32_t mt
                                           uint32_t ring_frames, std::string* error,
                                           uint32_t page_bytes = 0);
 
+// A port's ring and pool sizes, in frames (PortConfig's rx_ring, tx_ring, mbufs).
+struct PortCounts {
+  uint32_t rx_ring = 0, tx_ring = 0, mbufs = 0;
+};
+// PortConfig's counts are chosen for frames of up to kCountedFrameBytes (MTU
+// 9000). Larger frames (a veth takes up to 64 KiB) get counts that hold the
+// same bytes, each at least `floor`: at MTU 64000, 16,383 mbufs would be 1 GiB
+// per port and af_packet's two kernel rings of 4,096 slots another 512 MiB.
+// Counts for smaller frames are returned unchanged.
+inline constexpr uint32_t kCountedFrameBytes = 9014;
+PortCounts CountsForMtu(PortCounts counts, uint32_t mtu_bytes, PortCounts floor);
+
 // "name,k=v,k2=v2" -> name and ordered key/value pairs (a bare word has value "").
 struct ParsedDevargs {
   std::string name;

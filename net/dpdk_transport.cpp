@@ -6,7 +6,9 @@
 #include <algorithm>
 #include <utility>
 
+#include "net/device_args.h"
 #include "net/eal_runtime.h"
+#include "net/tuning.h"
 #include "net/udp_framing.h"
 
 namespace dsm::net {
@@ -15,8 +17,16 @@ std::unique_ptr<Transport> OpenDpdkTransport(const PortConfig& config, std::stri
   return DpdkTransport::Open(config, error);
 }
 
-std::unique_ptr<DpdkTransport> DpdkTransport::Open(const PortConfig& config, std::string* error) {
+std::unique_ptr<DpdkTransport> DpdkTransport::Open(const PortConfig& given, std::string* error) {
   std::string why;
+  PortConfig config = given;
+  const PortCounts counts =
+      CountsForMtu({config.rx_ring, config.tx_ring, config.mbufs}, config.mtu_bytes,
+                   {kMinRxRingFrames, kMinTxRingFrames,
+                    kMinRxRingFrames + kMinTxRingFrames + 2 * kRxBurstFrames + kMaxQueuedTxFrames});
+  config.rx_ring = counts.rx_ring;
+  config.tx_ring = counts.tx_ring;
+  config.mbufs = counts.mbufs;
   auto fail = [&](const std::string& message) {
     *error = "opening DPDK port \"" + config.device + "\": " + message;
     return nullptr;

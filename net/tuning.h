@@ -17,6 +17,11 @@ inline constexpr uint16_t kTxBurstFrames = 32;
 inline constexpr uint32_t kTxMaxIdleRetries = 64;
 inline constexpr uint32_t kTxRetryPauseUs = 2;
 
+// The fewest ring slots a port gets when its frames are larger than
+// kCountedFrameBytes (device_args.h: CountsForMtu keeps the rings' bytes).
+inline constexpr uint32_t kMinRxRingFrames = 512;
+inline constexpr uint32_t kMinTxRingFrames = 128;
+
 // Frames queued by Commit beyond this are flushed without waiting for Flush.
 inline constexpr size_t kMaxQueuedTxFrames = 512;
 // Frames a full device ring leaves queued are kept, up to this many; beyond

@@ -206,6 +206,44 @@ TEST(DeviceArgsTest, OtherDevicesPassThrough) {
   EXPECT_EQ(Build("0000:3b:00.1,rxq_cqe_comp_en=0", 1500).name, "0000:3b:00.1");
 }
 
+TEST(DeviceArgsTest, CountsKeepTheirBytesAboveMtu9000) {
+  const PortCounts counts{4096, 1024, 16383};
+  const PortCounts floor{512, 128, 1216};
+  // Up to MTU 9000 the counts are what they were chosen as.
+  for (uint32_t mtu : {1500u, 9000u}) {
+    const PortCounts c = CountsForMtu(counts, mtu, floor);
+    EXPECT_EQ(c.rx_ring, 4096u) << mtu;
+    EXPECT_EQ(c.tx_ring, 1024u) << mtu;
+    EXPECT_EQ(c.mbufs, 16383u) << mtu;
+  }
+  // MTU 64000: the same bytes in larger frames, 64014 B each.
+  const PortCounts big = CountsForMtu(counts, 64000, floor);
+  EXPECT_EQ(big.rx_ring, 576u);  // 4096 * 9014 / 64014
+  EXPECT_EQ(big.tx_ring, 144u);
+  EXPECT_EQ(big.mbufs, 2306u);
+  EXPECT_LE(uint64_t{big.mbufs} * 64014, uint64_t{16383} * 9014);
+  // Never below the floor.
+  const PortCounts small = CountsForMtu({600, 150, 1300}, 64000, floor);
+  EXPECT_EQ(small.rx_ring, 512u);
+  EXPECT_EQ(small.tx_ring, 128u);
+  EXPECT_EQ(small.mbufs, 1216u);
+}
+
+TEST(DeviceArgsTest, AfPacketMtu64000) {
+  const DeviceSpec s = Build("net_af_packet0,iface=veth0", 64000, 576);
+  EXPECT_EQ(s.max_frame_bytes, 64014u);
+  EXPECT_GE(s.framesz, 64014u + 66);
+  EXPECT_EQ(s.framecnt % (s.blocksz / s.framesz), 0u);
+  EXPECT_GE(s.framecnt, 576u);
+  EXPECT_LE(uint64_t{s.framecnt} * s.framesz, uint64_t{40} << 20);  // the kernel ring stays ~36 MiB
+  EXPECT_EQ(s.framesz % 16, 0u);
+  EXPECT_EQ(s.blocksz % kPage, 0u);
+  EXPECT_EQ(s.blocksz % s.framesz, 0u);
+  EXPECT_LE(s.blocksz, 1u << 20);
+  EXPECT_LE(s.rx_data_room_bytes, 65535u);
+  EXPECT_GE(s.rx_data_room_bytes, s.framesz - 32 + kMbufHeadroomBytes);
+}
+
 TEST(DeviceArgsTest, RejectsMalformedDeviceStrings) {
   Reject("", 1500);
   Reject(",iface=v", 1500);
