@@ -50,6 +50,7 @@ Daemon::~Daemon() {
     close(listen_fd_);
     unlink(config_.socket_path.c_str());
   }
+  if (rx_wake_fd_ >= 0) epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, rx_wake_fd_, nullptr);
   remote_.reset();
   if (backing_base_) munmap(backing_base_, backing_.bytes);
   for (int fd : {epoll_fd_, signal_fd_, doorbell_fd_, control_fd_, backing_.fd}) {
@@ -108,6 +109,13 @@ bool Daemon::Start(std::string* error) {
     ev.events = EPOLLIN;
     ev.data.fd = fd;
     epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev);
+  }
+  // Frames wake us where the device can say they came (af_packet).
+  if (remote_ && remote_->rx_wake_fd() >= 0) {
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.fd = remote_->rx_wake_fd();
+    if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, ev.data.fd, &ev) == 0) rx_wake_fd_ = ev.data.fd;
   }
   return true;
 }
@@ -204,6 +212,7 @@ int Daemon::Run() {
         Shutdown();
         return 0;
       }
+      if (fd == rx_wake_fd_) continue;  // polled above
       if (fd == doorbell_fd_) {
         uint64_t rings;
         (void)!read(doorbell_fd_, &rings, sizeof(rings));  // the next turn collects
@@ -234,13 +243,16 @@ int64_t Daemon::IdleSleepNs(bool worked) {
   // Spin a little while frames may still be coming, then back off to sleeping so
   // an idle daemon leaves the cores to the training and the kernel's network work.
   ++idle_turns_;
-  if (idle_turns_ < kSpinTurnsBeforeSleep) return 0;
-  const uint32_t doublings =
-      std::min<uint32_t>((idle_turns_ - kSpinTurnsBeforeSleep) / kIdleTurnsPerDoubling, 8);
+  const bool woken_by_frames = rx_wake_fd_ >= 0;
+  if (idle_turns_ < (woken_by_frames ? kSpinTurnsWithRxWake : kSpinTurnsBeforeSleep)) return 0;
   const uint64_t now = MonotonicNs();
   const uint64_t cap = remote_->RecentlyActive(now) ? kActiveSleepMaxNs
                        : remote_->LongIdle(now)     ? kDeepIdleSleepMaxNs
                                                     : kIdleSleepMaxNs;
+  // Frames that come wake us: sleep until then, or until timers are due.
+  if (woken_by_frames) return static_cast<int64_t>(cap);
+  const uint32_t doublings =
+      std::min<uint32_t>((idle_turns_ - kSpinTurnsBeforeSleep) / kIdleTurnsPerDoubling, 8);
   return static_cast<int64_t>(std::min<uint64_t>(kIdleSleepMinNs << doublings, cap));
 }
 

@@ -65,6 +65,7 @@ class Daemon {
   int listen_fd_ = -1;
   int epoll_fd_ = -1;
   int signal_fd_ = -1;
+  int rx_wake_fd_ = -1;   // the transport's (RemoteSync::rx_wake_fd), not ours to close
   int doorbell_fd_ = -1;  // eventfd writers ring after publishing an exported area
   uint32_t next_client_id_ = 1;
   std::unordered_map<int, Connection> connections_;  // by socket fd

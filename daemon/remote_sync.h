@@ -53,6 +53,9 @@ class RemoteSync {
   // One turn: receive, act on timers, send. Returns whether anything happened
   // (frames in or out), for adaptive polling.
   bool Poll(uint64_t now_ns);
+  // The transport's descriptor that polls readable while frames wait
+  // (net::Transport::rx_wake_fd), or -1: dsmd then wakes on a timer to look.
+  int rx_wake_fd() const { return transport_ ? transport_->rx_wake_fd() : -1; }
 
   // Whether frames flowed recently: the loop then sleeps only briefly when idle,
   // since the next frame or version is likely close.

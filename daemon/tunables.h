@@ -54,6 +54,9 @@ inline constexpr uint64_t kDeepIdleSleepMaxNs = 4'000'000;
 inline constexpr uint64_t kStageBlockedPollNs = 200'000;
 // Turns without work before the first idle sleep.
 inline constexpr uint32_t kSpinTurnsBeforeSleep = 16;
+// The same where frames wake dsmd (RemoteSync::rx_wake_fd): it then sleeps
+// at once for the whole cap, woken by the next frame.
+inline constexpr uint32_t kSpinTurnsWithRxWake = 2;
 // The multicast group every daemon of a cluster joins for fan-out of DATA.
 inline constexpr uint16_t kClusterGroup = 1;
 // Transfers framed but not yet seen leave the device queue, for the stage

@@ -1,10 +1,11 @@
 #include "net/dpdk_port.h"
 
+#include <dirent.h>
 #include <net/if.h>
+#include <rte_cycles.h>
 #include <rte_dev.h>
 #include <rte_epoll.h>
 #include <rte_errno.h>
-#include <rte_cycles.h>
 #include <rte_ethdev.h>
 #include <rte_interrupts.h>
 #include <rte_mbuf.h>
@@ -18,6 +19,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <set>
@@ -36,6 +38,26 @@ namespace {
 
 std::mutex ports_mutex;
 std::set<uint16_t> ports_in_use;
+
+// This process's AF_PACKET sockets. 22.11's net_af_packet opens its queue's
+// socket when the device is probed and does not say which descriptor it is.
+std::set<int> PacketSockets() {
+  std::set<int> out;
+  DIR* dir = opendir("/proc/self/fd");
+  if (dir == nullptr) return out;
+  while (const dirent* e = readdir(dir)) {
+    if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
+    const int fd = std::atoi(e->d_name);
+    int domain = 0;
+    socklen_t len = sizeof(domain);
+    if (fd != dirfd(dir) && getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &domain, &len) == 0 &&
+        domain == AF_PACKET) {
+      out.insert(fd);
+    }
+  }
+  closedir(dir);
+  return out;
+}
 
 std::string PortError(const char* what, uint16_t port, int rc) {
   return std::string(what) + " failed on port " + std::to_string(port) + ": " +
@@ -156,8 +178,19 @@ std::unique_ptr<DpdkPort> DpdkPort::Open(const DeviceSpec& spec, const PortConfi
       !RemoveStaleMemifSocket(spec.memif_socket_file, error)) {
     return nullptr;
   }
+  const std::set<int> sockets_before =
+      spec.kind == DeviceKind::kAfPacket ? PacketSockets() : std::set<int>{};
   const int id = ProbeDevice(spec.name, spec.devargs, error);
   if (id < 0) return nullptr;
+  int wake_fd = -1;
+  if (spec.kind == DeviceKind::kAfPacket) {
+    // qpairs=1: the one new socket is the queue's; anything else, none.
+    std::vector<int> added;
+    for (int fd : PacketSockets()) {
+      if (!sockets_before.count(fd)) added.push_back(fd);
+    }
+    if (added.size() == 1) wake_fd = added.front();
+  }
   {
     std::lock_guard<std::mutex> lock(ports_mutex);
     if (!ports_in_use.insert(static_cast<uint16_t>(id)).second) {
@@ -169,6 +202,7 @@ std::unique_ptr<DpdkPort> DpdkPort::Open(const DeviceSpec& spec, const PortConfi
   port->port_ = static_cast<uint16_t>(id);
   port->opened_ = true;
   port->kind_ = spec.kind;
+  port->rx_wake_fd_ = wake_fd;
   if (!port->Configure(spec, config, error)) return nullptr;
   return port;
 }

@@ -48,6 +48,9 @@ class DpdkPort {
   // RX interrupts: arm, wait (whole milliseconds), disarm. Without them
   // (rx_interrupts() false) Arm returns false and the caller sleeps instead.
   bool rx_interrupts() const { return epoll_fd_ >= 0; }
+  // af_packet: the PMD's AF_PACKET socket, which polls readable while its RX
+  // ring holds frames (Transport::rx_wake_fd); -1 for other devices.
+  int rx_wake_fd() const { return rx_wake_fd_; }
   bool ArmRxInterrupt();
   void WaitRxInterrupt(int timeout_ms);
   void DisarmRxInterrupt();
@@ -68,6 +71,7 @@ class DpdkPort {
   MacAddr mac_{};
   uint32_t frame_room_bytes_ = 0;
   int epoll_fd_ = -1;
+  int rx_wake_fd_ = -1;  // owned by the PMD
   bool memif_client_ = false;
   uint64_t next_link_check_tsc_ = 0;
   bool link_was_down_ = false;

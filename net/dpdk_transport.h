@@ -43,6 +43,7 @@ class DpdkTransport final : public Transport {
   size_t tx_backlog() const override { return tx_queue_.size(); }
   size_t Poll(size_t max, const RxFn& fn) override;
   void WaitForFrames(uint32_t timeout_us) override;
+  int rx_wake_fd() const override { return port_->rx_wake_fd(); }
   TransportStats stats() const override { return stats_; }
   void Stop() override { port_->Stop(); }
 

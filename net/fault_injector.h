@@ -40,6 +40,7 @@ class FaultInjector final : public Transport {
   size_t tx_backlog() const override { return inner_->tx_backlog(); }
   size_t Poll(size_t max, const RxFn& fn) override { return inner_->Poll(max, fn); }
   void WaitForFrames(uint32_t timeout_us) override { inner_->WaitForFrames(timeout_us); }
+  int rx_wake_fd() const override { return inner_->rx_wake_fd(); }
   TransportStats stats() const override;
   void Stop() override { inner_->Stop(); }
 

@@ -101,6 +101,10 @@ class LinkMeshTransport final : public Transport {
     return delivered;
   }
 
+  int rx_wake_fd() const override {
+    return ports_.size() == 1 ? ports_.front().transport->rx_wake_fd() : -1;
+  }
+
   void WaitForFrames(uint32_t timeout_us) override {
     // One link can wait on its RX interrupt; several would need one epoll set
     // over all their event fds, which DPDK's per-port API does not give us.

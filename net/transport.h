@@ -183,6 +183,11 @@ class Transport {
   // where the device has them (for waits of 1 ms or more; they count whole
   // milliseconds), a sleep otherwise. For adaptive polling.
   virtual void WaitForFrames(uint32_t timeout_us) = 0;
+  // A descriptor that polls readable (EPOLLIN, level-triggered) while frames
+  // wait to be delivered, for a caller that sleeps in an epoll set of its own
+  // (dsmd): it wakes as frames come instead of on a timer. -1 where the device
+  // gives none (memif, ring): poll after sleeps. The transport owns it.
+  virtual int rx_wake_fd() const { return -1; }
 
   virtual TransportStats stats() const = 0;
   // Stops the device before the transport is destroyed (a transport over

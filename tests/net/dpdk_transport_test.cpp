@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 #include <linux/if_packet.h>
 #include <net/if.h>
+#include <poll.h>
 #include <sched.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
@@ -510,6 +511,29 @@ TEST_F(VethTest, AfPacketJumboMtu9000) {
   ASSERT_TRUE(a && b);
   EXPECT_EQ(a->max_payload_bytes(), 8972u);
   ExchangeBothWays(*a, *b, 8972, 2000);
+}
+
+// Whether `fd` polls readable within `timeout_ms`.
+bool Readable(int fd, int timeout_ms) {
+  pollfd p{fd, POLLIN, 0};
+  return poll(&p, 1, timeout_ms) == 1 && (p.revents & POLLIN) != 0;
+}
+
+// dsmd sleeps in its own epoll set and is woken by the af_packet socket.
+TEST_F(VethTest, AfPacketWakeFdIsReadableExactlyWhileFramesWait) {
+  auto [a, b] = OpenAfPacketPair(1500);
+  ASSERT_TRUE(a && b);
+  const int fd = b->rx_wake_fd();
+  ASSERT_GE(fd, 0) << "net_af_packet's socket should be found at probe";
+  EXPECT_NE(fd, a->rx_wake_fd());
+  // No IPv6 chatter (router solicitations, MLD) that could arrive any time.
+  for (const std::string& i : {a_, b_}) Shell("sysctl -qw net.ipv6.conf." + i + ".disable_ipv6=1");
+  Receive(*b, 1000, std::chrono::milliseconds(200));  // what the kernel sent so far
+  EXPECT_FALSE(Readable(fd, 50)) << "readable with nothing received";
+  EXPECT_EQ(Send(*a, Destination::Host(kHostB), 100, 7, 3), 3u);
+  EXPECT_TRUE(Readable(fd, 2000)) << "a frame came and the descriptor stayed quiet";
+  ExpectInOrder(Receive(*b, 3), 7, 3, kHostA);
+  EXPECT_FALSE(Readable(fd, 50)) << "still readable after every frame was taken";
 }
 
 TEST_F(VethTest, AfPacketSendsTailsInPlaceAndLetsGoOfThemOnceSent) {
