@@ -250,7 +250,7 @@ int64_t Daemon::IdleSleepNs(bool worked) {
                        : remote_->LongIdle(now)     ? kDeepIdleSleepMaxNs
                                                     : kIdleSleepMaxNs;
   // Frames that come wake us: sleep until then, or until timers are due.
-  if (woken_by_frames) return static_cast<int64_t>(cap);
+  if (woken_by_frames) return static_cast<int64_t>(std::max(cap, kActiveSleepMaxWithRxWakeNs));
   const uint32_t doublings =
       std::min<uint32_t>((idle_turns_ - kSpinTurnsBeforeSleep) / kIdleTurnsPerDoubling, 8);
   return static_cast<int64_t>(std::min<uint64_t>(kIdleSleepMinNs << doublings, cap));

@@ -55,8 +55,10 @@ inline constexpr uint64_t kStageBlockedPollNs = 200'000;
 // Turns without work before the first idle sleep.
 inline constexpr uint32_t kSpinTurnsBeforeSleep = 16;
 // The same where frames wake dsmd (RemoteSync::rx_wake_fd): it then sleeps
-// at once for the whole cap, woken by the next frame.
+// at once for the whole cap, woken by the next frame, and the cap after
+// recent traffic is this (timers only: retransmissions, listings, budgets).
 inline constexpr uint32_t kSpinTurnsWithRxWake = 2;
+inline constexpr uint64_t kActiveSleepMaxWithRxWakeNs = 1'000'000;
 // The multicast group every daemon of a cluster joins for fan-out of DATA.
 inline constexpr uint16_t kClusterGroup = 1;
 // Transfers framed but not yet seen leave the device queue, for the stage

@@ -5,8 +5,12 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
 #include <set>
+#include <string>
 
+#include "net/device_args.h"
+#include "net/link_doorbell.h"
 #include "net/tuning.h"
 
 namespace dsm::net {
@@ -18,7 +22,10 @@ class LinkMeshTransport final : public Transport {
     uint16_t peer;
     std::unique_ptr<Transport> transport;
   };
-  explicit LinkMeshTransport(std::vector<Port> ports) : ports_(std::move(ports)) {}
+  LinkMeshTransport(std::vector<Port> ports, std::unique_ptr<LinkDoorbell> doorbell)
+      : ports_(std::move(ports)),
+        doorbell_(std::move(doorbell)),
+        rung_tx_frames_(ports_.size(), 0) {}
   ~LinkMeshTransport() override {
     // All links down first, then closed one by one: closing a memif port while
     // 22.11's interrupt thread still handles another link's disconnect crashed
@@ -77,7 +84,17 @@ class LinkMeshTransport final : public Transport {
 
   size_t Flush() override {
     size_t sent = 0;
-    for (Port& p : ports_) sent += p.transport->Flush();
+    for (size_t i = 0; i < ports_.size(); ++i) {
+      sent += ports_[i].transport->Flush();
+      if (!doorbell_) continue;
+      // Frames went out on this link since the last ring (in this flush, or
+      // when a full queue flushed itself in Commit): wake its peer.
+      const uint64_t tx = ports_[i].transport->stats().tx_frames;
+      if (tx != rung_tx_frames_[i]) {
+        rung_tx_frames_[i] = tx;
+        doorbell_->Ring(ports_[i].peer);
+      }
+    }
     return sent;
   }
 
@@ -91,6 +108,10 @@ class LinkMeshTransport final : public Transport {
   }
 
   size_t Poll(size_t max, const RxFn& fn) override {
+    // Rings are read before the links are looked at, once the last look
+    // found nothing (about to sleep): a ring after this look is for frames
+    // it has not seen. While frames flow they are left unread.
+    if (doorbell_ && quiet_polls_ > 0) doorbell_->Drain();
     // Round robin from a moving start, so no link starves the others.
     size_t delivered = 0;
     for (size_t k = 0; k < ports_.size() && delivered < max; ++k) {
@@ -98,10 +119,12 @@ class LinkMeshTransport final : public Transport {
       delivered += p.transport->Poll(max - delivered, fn);
     }
     next_poll_ = (next_poll_ + 1) % ports_.size();
+    quiet_polls_ = delivered == 0 ? quiet_polls_ + 1 : 0;
     return delivered;
   }
 
   int rx_wake_fd() const override {
+    if (doorbell_) return doorbell_->fd();
     return ports_.size() == 1 ? ports_.front().transport->rx_wake_fd() : -1;
   }
 
@@ -148,7 +171,33 @@ class LinkMeshTransport final : public Transport {
   uint8_t* reserved_payload_ = nullptr;
   uint64_t unroutable_ = 0;
   size_t next_poll_ = 0;
+  std::unique_ptr<LinkDoorbell> doorbell_;  // null: the peers poll
+  std::vector<uint64_t> rung_tx_frames_;    // per link: tx_frames at its last ring
+  uint32_t quiet_polls_ = 0;
 };
+
+// The directory every link's memif socket file is in, or "" if they are not
+// all files in one directory (abstract sockets, other devices).
+std::string SharedSocketDir(const std::vector<Link>& links) {
+  std::string dir;
+  for (const Link& link : links) {
+    std::string ignored;
+    const std::optional<ParsedDevargs> parsed = ParseDevargs(link.device, &ignored);
+    if (!parsed || parsed->name.rfind("net_memif", 0) != 0) return "";
+    std::string socket;
+    bool abstract = false;
+    for (const auto& [k, v] : parsed->args) {
+      if (k == "socket") socket = v;
+      if (k == "socket-abstract" && v != "no") abstract = true;
+    }
+    const size_t slash = socket.rfind('/');
+    if (abstract || slash == std::string::npos || slash == 0) return "";
+    const std::string d = socket.substr(0, slash);
+    if (!dir.empty() && d != dir) return "";
+    dir = d;
+  }
+  return dir;
+}
 
 }  // namespace
 
@@ -184,7 +233,14 @@ std::unique_ptr<Transport> OpenLinkMeshTransport(const PortConfig& base,
     }
     ports.push_back({link.peer, std::move(t)});
   }
-  return std::make_unique<LinkMeshTransport>(std::move(ports));
+  // Without a doorbell (no shared socket directory, or it cannot bind) the
+  // peers find frames by polling, as before.
+  std::unique_ptr<LinkDoorbell> doorbell;
+  if (const std::string dir = SharedSocketDir(links); !dir.empty()) {
+    std::string why;
+    doorbell = LinkDoorbell::Open(dir, base.host_id, &why);
+  }
+  return std::make_unique<LinkMeshTransport>(std::move(ports), std::move(doorbell));
 }
 
 }  // namespace dsm::net
