@@ -110,7 +110,8 @@ bool Daemon::Start(std::string* error) {
     ev.data.fd = fd;
     epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev);
   }
-  // Frames wake us where the device can say they came (af_packet).
+  // Frames wake us where the transport can say they came (af_packet's
+  // socket, a memif mesh's doorbell).
   if (remote_ && remote_->rx_wake_fd() >= 0) {
     epoll_event ev{};
     ev.events = EPOLLIN;
