@@ -84,11 +84,12 @@ bool AreaImport::Publish(uint64_t now_ns) {
   }
   // What the target missed of earlier versions comes from the latest one.
   const uint8_t* latest = host_->Buffer(static_cast<int>(host_->Latest()));
-  bytes += publisher_.PublishInPlace(written, static_cast<uint32_t>(target), latest, dst,
-                                     target_ >= 0 ? forward_ : -1);
+  bytes += publisher_.CopyLacking(written, static_cast<uint32_t>(target), latest, dst);
   // Received in place: the version's own lines were written by the frames.
-  if (target_ >= 0) bytes += publisher_.last_version_lines() * kLineBytes;
+  if (target_ >= 0) bytes += receiver_.bytes_written();
   host_->Publish(static_cast<uint32_t>(target), receiver_.complete_version(), bytes, now_ns);
+  // Readers have it: now what the other buffers lack of it.
+  publisher_.RecordPublished(written, static_cast<uint32_t>(target), target_ >= 0 ? forward_ : -1);
   if (marks_) {
     marks_->Mark(Stage::kPublished, receiver_.complete_version(), origin_host_, marks_->NowNs());
   }

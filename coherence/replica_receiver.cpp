@@ -94,7 +94,13 @@ ReplicaReceiver::Result ReplicaReceiver::OnData(const wire::Frame& frame, uint64
       CopyLinesStreaming(forward_ + size_t{run.first_line} * kLineBytes, data, bytes);
     }
     data += bytes;
-    changed_.AddLines(run.first_line, run.line_count);
+    bytes_written_ += bytes;
+    if (run.line_count == 1) {  // most runs of a sparse version: one mask bit
+      changed_.AddMask(run.first_line / kLinesPerPage,
+                       uint64_t{1} << (run.first_line % kLinesPerPage));
+    } else {
+      changed_.AddLines(run.first_line, run.line_count);
+    }
   }
   if (h.version > max_applied_) max_applied_ = h.version;
   word |= bit;
@@ -113,6 +119,7 @@ ReplicaReceiver::Result ReplicaReceiver::OnData(const wire::Frame& frame, uint64
 void ReplicaReceiver::Published() {
   publish_pending_ = false;
   changed_.Clear();
+  bytes_written_ = 0;
 }
 
 void ReplicaReceiver::Reset() {

@@ -55,6 +55,9 @@ class ReplicaReceiver {
   bool publish_pending() const { return publish_pending_; }
   // Lines staged since the last local publish.
   const LineSet& changed() const { return changed_; }
+  // Line bytes written since the last local publish (a line written by two
+  // transfers counts twice).
+  size_t bytes_written() const { return bytes_written_; }
 
   uint64_t complete_version() const { return complete_; }
   bool has_base() const { return has_base_; }
@@ -79,6 +82,7 @@ class ReplicaReceiver {
   uint8_t* staging_;
   uint8_t* forward_ = nullptr;
   LineSet changed_;
+  size_t bytes_written_ = 0;
   bool has_base_ = false;  // complete_ holds a real version
   uint64_t complete_ = 0;
   uint64_t max_applied_ = 0;

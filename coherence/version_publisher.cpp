@@ -44,8 +44,8 @@ size_t VersionPublisher::PublishLines(const LineSet& dirty, uint32_t target, con
   return CopyPending(target, src, dst, stores_);
 }
 
-size_t VersionPublisher::PublishInPlace(const LineSet& written, uint32_t target,
-                                        const uint8_t* latest, uint8_t* dst, int forward) {
+size_t VersionPublisher::CopyLacking(const LineSet& written, uint32_t target, const uint8_t* latest,
+                                     uint8_t* dst) {
   LineSet& todo = pending_[target];
   size_t copied = 0;
   todo.ForEachPage([&](size_t page, uint64_t mask) {
@@ -53,6 +53,10 @@ size_t VersionPublisher::PublishInPlace(const LineSet& written, uint32_t target,
   });
   todo.Clear();
   StoreFence();  // the streaming copies, and the caller's lines in `written`
+  return copied;
+}
+
+void VersionPublisher::RecordPublished(const LineSet& written, uint32_t target, int forward) {
   for (uint32_t b = 0; b < pending_.size(); ++b) {
     if (static_cast<int>(b) == forward) {
       pending_[b].Subtract(written);
@@ -61,7 +65,6 @@ size_t VersionPublisher::PublishInPlace(const LineSet& written, uint32_t target,
     }
   }
   last_version_lines_ = written.CountLines();
-  return copied;
 }
 
 size_t VersionPublisher::PublishRuns(std::span<const LineRun> runs, const uint8_t* bytes,

@@ -73,7 +73,17 @@ class VersionPublisher {
   // StoreFence(), covering streaming stores the caller made into `dst` (and
   // `forward`) too. Returns the bytes copied.
   size_t PublishInPlace(const LineSet& written, uint32_t target, const uint8_t* latest,
-                        uint8_t* dst, int forward = -1);
+                        uint8_t* dst, int forward = -1) {
+    const size_t copied = CopyLacking(written, target, latest, dst);
+    RecordPublished(written, target, forward);
+    return copied;
+  }
+  // PublishInPlace in two halves, so that the version can be made visible
+  // in between: what must be in `dst` first (the copy and the fence), then
+  // the bookkeeping of what the other buffers lack, which readers do not
+  // wait for.
+  size_t CopyLacking(const LineSet& written, uint32_t target, const uint8_t* latest, uint8_t* dst);
+  void RecordPublished(const LineSet& written, uint32_t target, int forward = -1);
 
   // Brings buffer `target` (neither latest nor pinned, nothing written into
   // it since the last publish) up to the latest version, from `latest`, ahead

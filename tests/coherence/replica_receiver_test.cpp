@@ -146,6 +146,28 @@ TEST_F(ReplicaReceiverTest, FramesInAnyOrder) {
   EXPECT_EQ(rx_.changed().CountLines(), 8u);
 }
 
+TEST_F(ReplicaReceiverTest, BytesWrittenCountsTheLinesEachAcceptedFrameWroteUntilPublished) {
+  const Bytes src = RandomContent(12);
+  Establish(src, 3, 1);
+  EXPECT_EQ(rx_.bytes_written(), 0u);
+  // A delta of single lines and a run, in frames of a few lines each.
+  const LineSet delta = Lines({0, 7, 100, 101, 102, 900});
+  const Bytes next = Changed(src, delta, 13);
+  const Frames d = MakeFrames(delta, next, 4, 3, false, 2, sizeof(wire::Header) + 8 + 2 * 64);
+  ASSERT_GT(d.size(), 1u);
+  ASSERT_EQ(rx_.OnData(d[0], 0).drop, DropReason::kNone);
+  const size_t first = rx_.bytes_written();
+  EXPECT_GT(first, 0u);
+  EXPECT_EQ(rx_.OnData(d[0], 0).drop, DropReason::kDuplicate);
+  EXPECT_EQ(rx_.bytes_written(), first) << "a duplicate wrote nothing";
+  for (size_t i = 1; i < d.size(); ++i) ASSERT_EQ(rx_.OnData(d[i], 0).drop, DropReason::kNone);
+  EXPECT_EQ(rx_.bytes_written(), 6 * kLineBytes);
+  EXPECT_EQ(rx_.changed().CountLines(), 6u);
+  EXPECT_TRUE(StagingEquals(next));
+  rx_.Published();
+  EXPECT_EQ(rx_.bytes_written(), 0u);
+}
+
 TEST_F(ReplicaReceiverTest, DuplicatesAreDroppedAndNotCountedTwice) {
   const Bytes src = RandomContent(3);
   const Frames frames = MakeFrames(All(), src, 1, 0, true, 5);

@@ -533,6 +533,9 @@ class Model {
     std::vector<Bytes> buffers;  // what local readers see: the latest one
     uint32_t latest = 0;
     Bytes latest_snapshot;  // the latest buffer as published
+    // A publish happened inside the current call into AreaImport: its
+    // bookkeeping of what the other buffers lack is checked once it returns.
+    bool check_pending = false;
     std::unique_ptr<AreaImport> import;
     ImportCounters counters;
     std::vector<Packet> inbox;
@@ -841,6 +844,7 @@ class Model {
       }
       ++frames_delivered_;
       ++stats_[static_cast<size_t>(r.import->OnData(f, now_))];
+      CheckPendingAfterPublish(r);
     }
   }
 
@@ -918,6 +922,11 @@ class Model {
     }
     r.latest = buffer;
     r.latest_snapshot = r.buffers[r.latest];
+    r.check_pending = true;
+  }
+  void CheckPendingAfterPublish(Replica& r) {
+    if (!r.check_pending) return;
+    r.check_pending = false;
     CheckPending(r);
   }
 
@@ -973,6 +982,7 @@ class Model {
 
   void ReplicaTurn(Replica& r) {
     r.import->Turn(now_);
+    CheckPendingAfterPublish(r);
   }
 
   // dsmd's OnAck: record the receiver's state, resend what it misses of a

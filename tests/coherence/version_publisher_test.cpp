@@ -243,6 +243,34 @@ TEST(VersionPublisherTest, CatchUpAheadOfAVersionLeavesNothingForItsPublish) {
   EXPECT_EQ(CollectRuns(r.pub.pending(1)), (Runs{{64, 1}}));
 }
 
+TEST(VersionPublisherTest, CopyLackingThenRecordPublishedIsPublishInPlaceInTwoHalves) {
+  // dsmd makes a replica's version visible between the halves: the target
+  // is complete after the first, the other buffers learn what they lack in
+  // the second, and the two together leave what PublishInPlace leaves.
+  InPlaceReplica whole, halves;
+  for (InPlaceReplica* r : {&whole, &halves}) {
+    r->Write(1, 5, 1);  // v1 into buffer 1: lines 5 and 64
+    r->Write(1, 64, 1);
+    ASSERT_EQ(r->Publish(1, 0), 0u);
+    r->Write(2, 5, 2);  // v2 into buffer 2: line 5 again, line 100
+    r->Write(2, 100, 2);
+  }
+  EXPECT_EQ(whole.Publish(2, 1), kLineBytes);
+  EXPECT_EQ(
+      halves.pub.CopyLacking(halves.written, 2, halves.buffers[1].data(), halves.buffers[2].data()),
+      kLineBytes);
+  EXPECT_EQ(halves.buffers[2], whole.buffers[2]) << "the target is not complete after the copy";
+  EXPECT_TRUE(halves.pub.pending(2).Empty());
+  EXPECT_EQ(CollectRuns(halves.pub.pending(1)), Runs{}) << "bookkeeping came before its half";
+  halves.pub.RecordPublished(halves.written, 2);
+  for (uint32_t b = 0; b < 3; ++b) {
+    EXPECT_EQ(CollectRuns(halves.pub.pending(b)), CollectRuns(whole.pub.pending(b)))
+        << "buffer " << b;
+  }
+  EXPECT_EQ(CollectRuns(halves.pub.pending(1)), (Runs{{5, 1}, {100, 1}}));
+  EXPECT_EQ(halves.pub.last_version_lines(), 2u);
+}
+
 TEST(VersionPublisherTest, CatchingUpAheadIsWorthwhileUnlessBothMissedAndLastVersionAreLarge) {
   // 256 lines. A version rewriting most of the area would overwrite most of
   // an early catch-up: that copy is left to the publish. After a sparse
