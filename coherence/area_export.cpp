@@ -50,8 +50,7 @@ AreaExport::AreaExport(size_t area_bytes, size_t mapped_bytes, bool shared_trans
       loss_(params.loss_memory_ns, params.loss_memory_transfers),
       pending_(area_bytes),
       selected_(area_bytes),
-      shadow_stale_(area_bytes),
-      stage_lines_(area_bytes) {
+      shadow_stale_(area_bytes) {
   shadow_stale_.AddAll();  // the shadow does not exist yet
 }
 
@@ -77,6 +76,7 @@ void AreaExport::AreaFreed() {
   pinned_ = -1;  // the area's pins went with it
   source_lost_ = false;
   staged_ = false;  // and its stage
+  stage_lines_.reset();
 }
 
 void AreaExport::ReleasePin() {
@@ -107,11 +107,13 @@ bool AreaExport::CollectStaged(uint64_t now_ns) {
   stage_ = s;
   staged_ = true;
   stage_written_ = false;
-  stage_lines_.Clear();
-  AddRuns(s.runs, &stage_lines_);
+  // Its lines become the sender's collected set as they are (no copy).
+  std::shared_ptr<LineSet> lines = sender_.NewSet();
+  AddRuns(s.runs, lines.get());
+  stage_lines_ = lines;
   stage_plan_ = wire::DataFrameWriter::Plan{};
-  if (!shadow_.empty()) shadow_stale_.Merge(stage_lines_);
-  sender_.Collected(s.version, stage_lines_);
+  if (!shadow_.empty()) shadow_stale_.Merge(*lines);
+  sender_.Collected(s.version, std::move(lines));
   ++counters_->versions_collected;
   ++counters_->versions_from_stage;
   if (marks_) {
@@ -141,6 +143,7 @@ void AreaExport::FollowStage(uint64_t now_ns) {
   host_->ReleaseStage();
   staged_ = false;
   sending_from_stage_ = false;
+  stage_lines_.reset();
 }
 
 void AreaExport::AbandonStage() {
@@ -148,6 +151,7 @@ void AreaExport::AbandonStage() {
   host_->ReleaseStage();
   staged_ = false;
   sending_from_stage_ = false;
+  stage_lines_.reset();
   if (!stage_written_) {
     // Its frames cannot be read anywhere now: collect anew once it is written.
     in_send_ = false;
@@ -160,7 +164,7 @@ void AreaExport::AbandonStage() {
 bool AreaExport::FromStage(const Transfer& t) const {
   // (The cheap tests first: SameLines walks every page of both.)
   if (!staged_ || t.full || t.version != stage_.version || t.base + 1 != t.version) return false;
-  return sender_.CarriesCollectedChanges(t) || t.lines->SameLines(stage_lines_);
+  return sender_.CarriesCollectedChanges(t) || t.lines->SameLines(*stage_lines_);
 }
 
 bool AreaExport::Collect(uint64_t now_ns) {

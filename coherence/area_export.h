@@ -301,7 +301,7 @@ class AreaExport {
   bool staged_ = false;
   bool stage_written_ = false;
   StagedVersion stage_;
-  LineSet stage_lines_;
+  std::shared_ptr<const LineSet> stage_lines_;  // its lines (the sender's collected set)
   // Its framing, made once for every transfer from the stage.
   wire::DataFrameWriter::Plan stage_plan_;
   bool sending_from_stage_ = false;  // sending_ carries exactly the stage's lines

@@ -48,11 +48,16 @@ std::shared_ptr<LineSet> ReplicaSender::FreeSet() {
 }
 
 void ReplicaSender::Collected(uint64_t version, const LineSet& changed) {
-  version_ = version;
-  have_version_ = true;
   std::shared_ptr<LineSet> copy = FreeSet();
   copy->Merge(changed);
-  collected_ = std::move(copy);
+  Collected(version, std::move(copy));
+}
+
+void ReplicaSender::Collected(uint64_t version, std::shared_ptr<LineSet> changed_set) {
+  const LineSet& changed = *changed_set;
+  version_ = version;
+  have_version_ = true;
+  collected_ = std::move(changed_set);
   // Also for hosts still waiting for a whole-area transfer: what changes after
   // the version that transfer carries must follow it. A host that lacked
   // nothing lacks exactly these lines: it shares the one copy.

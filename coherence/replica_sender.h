@@ -63,6 +63,10 @@ class ReplicaSender {
   // The shadow now holds `version`; `changed` are the lines that differ from
   // the previously collected version.
   void Collected(uint64_t version, const LineSet& changed);
+  // The same, taking `changed` as it is (one of NewSet's, filled by the caller).
+  void Collected(uint64_t version, std::shared_ptr<LineSet> changed);
+  // An empty set from the pool the transfers' sets come from.
+  std::shared_ptr<LineSet> NewSet() { return FreeSet(); }
   uint64_t version() const { return version_; }
 
   // `host` reports its last complete version; `now_ns` (0: unknown) times

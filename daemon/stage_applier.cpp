@@ -60,8 +60,12 @@ void StageApplier::ReleaseClaim() {
   WakeStageWaiters(*area_);
 }
 
-bool StageApplier::Apply(uint64_t now_ns) {
+bool StageApplier::Apply(uint64_t now_ns, bool shipping) {
   if (!Posted()) return false;
+  if (shipping && claim_.active && claim_.buffer < 0 && claim_.version == area_->stage_version &&
+      !Wanted()) {
+    return false;
+  }
   const int target = PickTargetBuffer(
       area_->buffer_count, UnpackLatest(area_->latest.load()).buffer, PinnedBuffers(*area_));
   if (target < 0) {
@@ -120,6 +124,7 @@ bool StageApplier::Apply(uint64_t now_ns) {
   } else {
     // The writer may post the next version now (a version posted as masks:
     // it waits for this).
+    area_->stage_wanted.store(0);
     area_->stage_state.store(static_cast<uint32_t>(StageState::kEmpty));
   }
   WakeStageWaiters(*area_);
@@ -148,7 +153,7 @@ std::shared_ptr<StageApplier> StageAppliers::Find(uint32_t index) const {
   return it == appliers_.end() ? nullptr : it->second;
 }
 
-bool StageAppliers::Turn(uint64_t now_ns) {
+bool StageAppliers::Turn(uint64_t now_ns, bool shipping) {
   bool applied = false;
   for (auto it = appliers_.begin(); it != appliers_.end();) {
     const AreaControl& a = segment_->areas[it->first];
@@ -157,7 +162,7 @@ bool StageAppliers::Turn(uint64_t now_ns) {
       it = appliers_.erase(it);  // the slot went to another area
       continue;
     }
-    applied |= it->second->Apply(now_ns);
+    applied |= it->second->Apply(now_ns, shipping);
     ++it;
   }
   return applied;

@@ -26,7 +26,11 @@ class StageApplier {
 
   // Writes the posted version into a spare buffer, if one is posted and a
   // spare is free (else marks the stage blocked). Returns whether it did.
-  bool Apply(uint64_t now_ns);
+  // `shipping`: dsmd is sending frames to other hosts this turn; a version
+  // the export claimed (its frames read from the stage) then waits, unless
+  // the writer waits for the stage: written now, it would hold up the
+  // frames that carry it.
+  bool Apply(uint64_t now_ns, bool shipping = false);
   // Brings the buffer the next version will likely go to up to the version
   // applied last (as a writer's publish does after its version is out), if
   // it is owed one. Apart from Apply, so that frames for other hosts go first.
@@ -78,8 +82,9 @@ class StageAppliers {
   // Area `index`'s applier if it has a stage (for its export to claim from).
   std::shared_ptr<StageApplier> Find(uint32_t index) const;
   // Applies every posted version (call before the area's memory may go: a
-  // free, a writer gone). Returns whether anything was applied.
-  bool Turn(uint64_t now_ns);
+  // free, a writer gone). `shipping`: as StageApplier::Apply's (claimed
+  // versions may wait). Returns whether anything was applied.
+  bool Turn(uint64_t now_ns, bool shipping = false);
   // The catch-ups the last Turn left (StageApplier::CatchUp).
   void CatchUps();
   // A posted version waits that a turn could apply now.

@@ -70,8 +70,10 @@ int WriterStage::WaitFree(uint64_t timeout_ns) {
                   "changes stay logged for the next publish",
                   control_->name, control_->stage_version, timeout_ns / 1'000'000);
     }
-    // A held version is written already; dsmd lets go of it when asked.
-    if (s == StageState::kHeld) control_->stage_wanted.store(1);
+    // dsmd writes a posted version into a buffer once its frames for other
+    // hosts are out, and lets go of a held one (written already), at once
+    // when asked.
+    if (s == StageState::kHeld || s == StageState::kPosted) control_->stage_wanted.store(1);
     link_.ring_doorbell();
     WaitStageChange(*control_, static_cast<uint32_t>(s), std::min(kStageCheckNs, deadline - now));
   }
@@ -86,6 +88,7 @@ int WriterStage::Post(ChangeLog& log, const uint8_t* src, uint64_t version, uint
   control_->stage_runs = c.runs;
   control_->stage_lines = c.lines;
   control_->stage_blocked.store(0);
+  control_->stage_wanted.store(0);  // this version is not waited for yet
   control_->stage_state.store(static_cast<uint32_t>(StageState::kPosted));
   WakeStageWaiters(*control_);
   link_.ring_doorbell();

@@ -18,8 +18,10 @@ namespace dsm {
 // before it reads, and a writer that gives up first withdraws it (kPosted ->
 // kCancelled; its masks then stay for the writer's next version). A version
 // posted as lines that dsmd frames for other hosts straight from the stage
-// is written into a buffer (visible) and then held (kHeld) until its frames
-// are out; a writer that wants the stage sets stage_wanted and waits.
+// is written into a buffer (visible) once its frames are out, and then held
+// (kHeld) until no more are due; a writer that wants the stage (posted or
+// held) sets stage_wanted and waits, and dsmd then writes and lets go of it
+// at once.
 enum class StageState : uint32_t {
   kEmpty = 0,
   kPosted = 1,

@@ -5,6 +5,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <initializer_list>
+#include <memory>
+#include <utility>
 #include <vector>
 
 namespace dsm {
@@ -373,6 +375,29 @@ TEST(ReplicaSenderTest, HostsOneVersionBehindShareTheCollectedChangesWithoutACop
   // Version 2's transfers are still held: the union is another set.
   EXPECT_NE(t2.lines, out[0].lines);
   EXPECT_EQ(Marked(*out[0].lines), (std::vector<size_t>{5, 6, 700}));
+}
+
+TEST(ReplicaSenderTest, ACollectedSetFromThePoolIsTakenAsItIs) {
+  // The export fills one of the sender's sets with a staged version's lines
+  // and hands it over: the transfers carry that set itself, not a copy.
+  ReplicaSender s(kArea);
+  s.Subscribe(1);
+  s.Collected(1, Lines({0}));
+  BringUpToDate(s, 1, 0);
+  std::shared_ptr<LineSet> lines = s.NewSet();
+  ASSERT_TRUE(lines->Empty());
+  lines->AddLines(40, 3);
+  const LineSet* filled = lines.get();
+  s.Collected(2, std::move(lines));
+  EXPECT_EQ(s.version(), 2u);
+  Transfer t;
+  ASSERT_TRUE(s.NextTransfer(10, kRto, &t));
+  EXPECT_EQ(t.lines.get(), filled);
+  EXPECT_TRUE(s.CarriesCollectedChanges(t));
+  EXPECT_EQ(Marked(*t.lines), (std::vector<size_t>{40, 41, 42}));
+  EXPECT_EQ(t.base, 1u);
+  // While a transfer holds it, the pool does not hand it out again.
+  EXPECT_NE(s.NewSet().get(), filled);
 }
 
 TEST(ReplicaSenderTest, HostsWithDifferentBasesShareOneTransferFromTheOlderBase) {
