@@ -14,7 +14,7 @@ LineSet::LineSet(size_t area_bytes)
       masks_((lines_ + kLinesPerPage - 1) / kLinesPerPage, 0),
       listed_((masks_.size() + 63) / 64, 0) {}
 
-void LineSet::AddLines(size_t first, size_t count) {
+void LineSet::AddLineRange(size_t first, size_t count) {
   if (first >= lines_ || count == 0) return;
   count = std::min(count, lines_ - first);
   const size_t last = first + count - 1;

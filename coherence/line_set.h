@@ -33,8 +33,15 @@ class LineSet {
       listed_pages_.push_back(static_cast<uint32_t>(page));
     }
   }
-  // Adds lines [first, first + count), clipped to the area.
-  void AddLines(size_t first, size_t count);
+  // Adds lines [first, first + count), clipped to the area. A single line
+  // (most runs of a sparse version) is one mask bit, inline.
+  void AddLines(size_t first, size_t count) {
+    if (count == 1 && first < lines_) {
+      AddMask(first / kLinesPerPage, uint64_t{1} << (first % kLinesPerPage));
+    } else {
+      AddLineRange(first, count);
+    }
+  }
   void AddAll() { AddLines(0, lines_); }
   void Merge(const LineSet& other);
   // Removes the lines of `other`.
@@ -64,6 +71,7 @@ class LineSet {
 
 
  private:
+  void AddLineRange(size_t first, size_t count);
   size_t lines_;
   std::vector<uint64_t> masks_;
   // Bit per page: it is in listed_pages_. Also how ForEachRun finds the

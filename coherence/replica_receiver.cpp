@@ -95,12 +95,7 @@ ReplicaReceiver::Result ReplicaReceiver::OnData(const wire::Frame& frame, uint64
     }
     data += bytes;
     bytes_written_ += bytes;
-    if (run.line_count == 1) {  // most runs of a sparse version: one mask bit
-      changed_.AddMask(run.first_line / kLinesPerPage,
-                       uint64_t{1} << (run.first_line % kLinesPerPage));
-    } else {
-      changed_.AddLines(run.first_line, run.line_count);
-    }
+    changed_.AddLines(run.first_line, run.line_count);
   }
   if (h.version > max_applied_) max_applied_ = h.version;
   word |= bit;

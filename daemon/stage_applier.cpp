@@ -124,7 +124,6 @@ bool StageApplier::Apply(uint64_t now_ns, bool shipping) {
   } else {
     // The writer may post the next version now (a version posted as masks:
     // it waits for this).
-    area_->stage_wanted.store(0);
     area_->stage_state.store(static_cast<uint32_t>(StageState::kEmpty));
   }
   WakeStageWaiters(*area_);
