@@ -1,14 +1,16 @@
-// The change log of one area: which 64-byte lines were written since it was last
-// cleared. One byte per line plus one summary byte per page of 64 lines, so that
-// writer threads log with plain byte stores (no lost bits, no atomics) and a scan
-// skips clean pages eight at a time. The byte layout is the one dsm_log() in
-// include/dsm/dsm.h writes to directly.
+// The change log of one area: which 64-byte lines were written since it was
+// last taken. One bit per line, in one 64-bit word per page of 64 lines, plus
+// one summary byte per 8 pages (one 64-byte line of words), so that a publish
+// reads the few lines of bits that hold marks and a sparse version costs
+// little. Bits are set with plain stores: a log has one writing thread at a
+// time (each writer thread of an area logs into its own, and a publish
+// gathers them). The layout is the one dsm_log() in include/dsm/dsm.h writes
+// to directly.
 #ifndef DSM_COHERENCE_CHANGE_LOG_H_
 #define DSM_COHERENCE_CHANGE_LOG_H_
 
 #include <cstddef>
 #include <cstdint>
-#include <cstring>
 #include <memory>
 #include <span>
 #include <vector>
@@ -16,6 +18,14 @@
 #include "coherence/constants.h"
 
 namespace dsm {
+
+// Pages of 64 lines behind one summary byte.
+inline constexpr size_t kPagesPerSummary = kLinesPerSummary / kLinesPerPage;
+
+// Marks lines [first, first + count) in a log laid out as dsm_log_cache
+// describes (`bits`: a bit per line; `summary`: a byte per kLinesPerSummary
+// lines). The caller has checked the range.
+void MarkLineBits(uint8_t* bits, uint8_t* summary, size_t first, size_t count);
 
 class ChangeLog {
  public:
@@ -35,14 +45,17 @@ class ChangeLog {
   // the end of the area are ignored.
   void MarkBytes(size_t offset, size_t len);
 
-  bool Test(size_t line) const { return line < lines_ && line_bytes_[line] != 0; }
+  bool Test(size_t line) const {
+    return line < lines_ && (words_[line / kLinesPerPage] >> (line % kLinesPerPage) & 1) != 0;
+  }
   bool Empty() const;
   size_t CountLines() const;
 
-  // this |= other. Both logs must cover the same number of lines. Cost follows
-  // the number of dirty pages in `other`.
-  void Merge(const ChangeLog& other);
-  // Clears every mark. Cost follows the number of dirty pages.
+  // this |= other, leaving `other` empty (a thread's log gathered into the
+  // publish's). Both logs must cover the same number of lines. Cost follows
+  // the number of summary bytes set in `other`.
+  void Absorb(ChangeLog& other);
+  // Clears every mark. Cost follows the number of summary bytes set.
   void Clear();
 
   // The marked pages in address order and each one's line mask.
@@ -51,27 +64,37 @@ class ChangeLog {
     std::span<const uint64_t> masks;  // masks[i] is pages[i]'s
   };
   // Takes every mark, leaving the log empty; cost follows the number of
-  // marked pages. The spans stay valid until the next call. Loads of several
-  // pages' marks are in flight at once: a sparse version's marks are spread
-  // over memory that the stores since evicted.
+  // summary bytes set. The spans stay valid until the next call.
   TakenPages TakePages();
+  // TakePages(), and the marked lines counted; if there are at most
+  // `at_most`, also listed one by one in address order (a list a gather
+  // walks without a branch per page). The spans stay valid until the next call.
+  struct TakenLines {
+    TakenPages pages;
+    size_t count = 0;
+    std::span<const uint32_t> lines;  // empty if count > at_most
+  };
+  TakenLines TakeLines(size_t at_most);
 
-  // Raw bytes for dsm_log()'s inline fast path.
-  uint8_t* line_bytes() { return line_bytes_.get(); }
-  uint8_t* page_bytes() { return page_bytes_.get(); }
+  // Raw arrays for dsm_log()'s inline fast path (dsm_log_cache).
+  uint8_t* bits() { return reinterpret_cast<uint8_t*>(words_.get()); }
+  uint8_t* summary() { return summary_.get(); }
 
  private:
-  // Index of the first marked page at or after `page`, or pages_ if none.
-  size_t NextDirtyPage(size_t page) const;
+  void EnsureTakenRoom();
+  // Index of the first set summary byte at or after `group`, or groups_ if none.
+  size_t NextMarkedGroup(size_t group) const;
 
   size_t area_bytes_;
   size_t lines_;
   size_t pages_;
-  std::unique_ptr<uint8_t[]> line_bytes_;  // pages_ * kLinesPerPage, zero padded
-  std::unique_ptr<uint8_t[]> page_bytes_;  // pages_ rounded up to 8, zero padded
+  size_t groups_;                       // summary bytes in use
+  std::unique_ptr<uint64_t[]> words_;   // groups_ * kPagesPerSummary, zero padded
+  std::unique_ptr<uint8_t[]> summary_;  // groups_ rounded up to 8, zero padded
   // TakePages()'s result, allocated on its first call.
   std::vector<uint32_t> taken_pages_;
   std::vector<uint64_t> taken_masks_;
+  std::vector<uint32_t> taken_lines_;  // TakeLines()'s list, plus slack
 };
 
 }  // namespace dsm

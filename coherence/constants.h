@@ -12,9 +12,12 @@ namespace dsm {
 
 // A line is the unit of change tracking and of transfer.
 inline constexpr size_t kLineBytes = size_t{1} << DSM_LINE_SHIFT;
-// The change log's summary level keeps one byte per this many lines (one 4 KiB page).
+// Lines per page: a line set (and a change log) keeps one 64-bit mask per page.
 inline constexpr size_t kLinesPerPage = size_t{1} << DSM_LINES_PER_PAGE_SHIFT;
 inline constexpr size_t kPageBytes = 4096;
+// The change log keeps one summary byte per this many lines (a 64-byte line of
+// its bits).
+inline constexpr size_t kLinesPerSummary = size_t{1} << DSM_LINES_PER_SUMMARY_SHIFT;
 // The longest name of an area, including the terminating NUL (directory
 // frames carry names).
 inline constexpr size_t kMaxNameBytes = 64;

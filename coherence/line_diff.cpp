@@ -26,8 +26,8 @@ size_t MarkChangedLines(const uint8_t* current, const uint8_t* published, size_t
   const size_t area = log->area_bytes();
   if (bytes == 0 || offset >= area) return 0;
   const size_t end = std::min(area, offset + std::min(bytes, area - offset));
-  uint8_t* line_bytes = log->line_bytes();
-  uint8_t* page_bytes = log->page_bytes();
+  uint8_t* bits = log->bits();
+  uint8_t* summary = log->summary();
   size_t changed = 0;
   for (size_t line = offset / kLineBytes; line * kLineBytes < end; ++line) {
     const size_t at = line * kLineBytes;
@@ -35,8 +35,7 @@ size_t MarkChangedLines(const uint8_t* current, const uint8_t* published, size_t
                              ? LineDiffers(current + at, published + at)
                              : std::memcmp(current + at, published + at, area - at) != 0;
     if (!differs) continue;
-    line_bytes[line] = 1;
-    page_bytes[line / kLinesPerPage] = 1;
+    dsm__mark_line(bits, summary, line);
     ++changed;
   }
   return changed;

@@ -1,7 +1,5 @@
 #include "coherence/line_set.h"
 
-#include <emmintrin.h>
-
 #include <algorithm>
 #include <cstring>
 
@@ -65,18 +63,6 @@ void LineSet::Clear() {
     listed_[page / 64] = 0;
   }
   listed_pages_.clear();
-}
-
-uint64_t LineBytesToMask(const uint8_t* line_bytes) {
-  // SSE2 (baseline x86-64): compare 16 bytes with zero, gather their top bits.
-  const __m128i zero = _mm_setzero_si128();
-  uint64_t mask = 0;
-  for (int i = 0; i < 4; ++i) {
-    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(line_bytes + 16 * i));
-    const auto is_zero = static_cast<uint32_t>(_mm_movemask_epi8(_mm_cmpeq_epi8(v, zero)));
-    mask |= static_cast<uint64_t>(~is_zero & 0xffffu) << (16 * i);
-  }
-  return mask;
 }
 
 size_t CopyPageLines(size_t page, uint64_t mask, const uint8_t* src, uint8_t* dst,

@@ -2,7 +2,7 @@
 // plus the list of pages whose mask is non-zero. Used for the logs the library
 // keeps for itself (what a reader buffer or a remote host has missed), where
 // merging, iterating and clearing must cost in proportion to the pages touched,
-// not to the area. (ChangeLog, one byte per line, is the log dsm_log() writes.)
+// not to the area. (ChangeLog is the log dsm_log() writes, laid out for it.)
 #ifndef DSM_COHERENCE_LINE_SET_H_
 #define DSM_COHERENCE_LINE_SET_H_
 
@@ -79,9 +79,6 @@ class LineSet {
   std::vector<uint64_t> listed_;
   std::vector<uint32_t> listed_pages_;  // each once; masks may have become 0
 };
-
-// The mask of one page's 64 line bytes (byte != 0 -> bit set).
-uint64_t LineBytesToMask(const uint8_t* line_bytes);
 
 // Copies the lines of `mask` in page `page` from src to dst (area-relative
 // pointers) with CopyLines (line_copy.h: long runs, or every run with

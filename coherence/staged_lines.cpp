@@ -6,54 +6,39 @@
 
 namespace dsm {
 
-namespace {
-
-// The lines of `runs` from `src`, one after another into `out` (plain stores:
-// they stay in the cache for dsmd, which reads them next). A loop of its own,
-// apart from draining the log, so that the loads of many lines are in flight
-// at once: the writer's lines may have left its cache for the log's.
-void GatherRuns(std::span<const LineRun> runs, const uint8_t* src, uint8_t* out) {
-  for (const LineRun& r : runs) {
-    const uint8_t* from = src + size_t{r.first_line} * kLineBytes;
-    // One fixed-size copy per line: inlined, unlike a call per run.
-    for (uint32_t i = 0; i < r.line_count; ++i) {
-      std::memcpy(out, from + size_t{i} * kLineBytes, kLineBytes);
-      out += kLineBytes;
-    }
-  }
-}
-
-}  // namespace
-
 StagedCounts StageChanges(ChangeLog& log, const uint8_t* src, const StageMemory& stage,
                           bool as_masks) {
-  const ChangeLog::TakenPages taken = log.TakePages();
-  StagedCounts c;
-  for (const uint64_t mask : taken.masks) c.lines += static_cast<size_t>(std::popcount(mask));
   // A version has no more runs than lines: if its lines fit, its runs do.
-  c.as_masks = as_masks || c.lines > stage.max_lines || c.lines > stage.max_runs;
+  const size_t fits = as_masks ? 0 : std::min(stage.max_lines, stage.max_runs);
+  const ChangeLog::TakenLines taken = log.TakeLines(fits);
+  StagedCounts c;
+  c.lines = taken.count;
+  c.as_masks = as_masks || c.lines > fits;
   if (c.as_masks) {
-    for (size_t k = 0; k < taken.pages.size(); ++k) stage.masks[taken.pages[k]] |= taken.masks[k];
+    for (size_t k = 0; k < taken.pages.pages.size(); ++k) {
+      stage.masks[taken.pages.pages[k]] |= taken.pages.masks[k];
+    }
     return c;
   }
-  for (size_t k = 0; k < taken.pages.size(); ++k) {
-    const size_t page_first = size_t{taken.pages[k]} * kLinesPerPage;
-    for (uint64_t mask = taken.masks[k]; mask != 0;) {
-      const unsigned start = static_cast<unsigned>(std::countr_zero(mask));
-      const uint64_t shifted = mask >> start;
-      const unsigned len =
-          shifted == ~uint64_t{0} ? 64 - start : static_cast<unsigned>(std::countr_one(shifted));
-      const size_t first = page_first + start;
-      LineRun* last = c.runs > 0 ? &stage.runs[c.runs - 1] : nullptr;
-      if (last != nullptr && size_t{last->first_line} + last->line_count == first) {
-        last->line_count += len;
-      } else {
-        stage.runs[c.runs++] = {static_cast<uint32_t>(first), len};
-      }
-      mask = len >= 64 ? 0 : mask & ~(((uint64_t{1} << len) - 1) << start);
-    }
+  // The runs, and the lines' bytes one after another (plain stores: they
+  // stay in the cache for dsmd, which reads them next). Both walk the list
+  // of lines, with no branch on where a run ends.
+  size_t runs = 0;
+  uint64_t next = UINT64_MAX;  // the line that would extend the last run
+  for (const uint32_t line : taken.lines) {
+    const bool extends = line == next;
+    runs -= extends;
+    stage.runs[runs].line_count = extends ? stage.runs[runs].line_count + 1 : 1;
+    stage.runs[runs].first_line = extends ? stage.runs[runs].first_line : line;
+    ++runs;
+    next = uint64_t{line} + 1;
   }
-  GatherRuns(std::span<const LineRun>(stage.runs, c.runs), src, stage.bytes);
+  c.runs = runs;
+  uint8_t* out = stage.bytes;
+  for (const uint32_t line : taken.lines) {
+    std::memcpy(out, src + size_t{line} * kLineBytes, kLineBytes);
+    out += kLineBytes;
+  }
   return c;
 }
 

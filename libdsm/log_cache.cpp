@@ -4,6 +4,7 @@
 #include <mutex>
 #include <vector>
 
+#include "coherence/change_log.h"
 #include "dsm/dsm.h"
 
 __thread dsm_log_cache dsm__tls_log_cache __attribute__((tls_model("initial-exec")));
@@ -31,10 +32,11 @@ struct ThreadEntry {
   }
 };
 thread_local ThreadEntry t_entry;
+thread_local const std::shared_ptr<const void> t_token = std::make_shared<char>(0);
 
 }  // namespace
 
-void FillLogCache(uintptr_t base, uint64_t size, uint8_t* lines, uint8_t* pages) {
+void FillLogCache(uintptr_t base, uint64_t size, uint8_t* bits, uint8_t* summary) {
   std::lock_guard lock(registry().mu);
   if (!t_entry.registered) {
     registry().caches.push_back(&dsm__tls_log_cache);
@@ -43,8 +45,8 @@ void FillLogCache(uintptr_t base, uint64_t size, uint8_t* lines, uint8_t* pages)
   dsm_log_cache& c = dsm__tls_log_cache;
   c.size = 0;  // never valid with a half-updated base
   c.base = base;
-  c.lines = lines;
-  c.pages = pages;
+  c.bits = bits;
+  c.summary = summary;
   c.size = size;
 }
 
@@ -60,4 +62,12 @@ void ForgetAllLogCaches() {
   for (dsm_log_cache* c : registry().caches) c->size = 0;
 }
 
+std::weak_ptr<const void> ThisThreadToken() { return t_token; }
+
 }  // namespace dsm
+
+// dsm_log()'s path for a range of lines: the cache was checked by the caller.
+void dsm__log_lines(uintptr_t first, uintptr_t last) {
+  const dsm_log_cache& c = dsm__tls_log_cache;
+  dsm::MarkLineBits(c.bits, c.summary, first, last - first + 1);
+}

@@ -478,8 +478,9 @@ int ClientSession::LogSlow(const void* ptr, size_t len) {
     return Fail(DSM_ERR_INVALID, "dsm_log: range of {} bytes at offset {} runs past the end of "
                 "'{}' ({} bytes)", len, offset, w.control()->name, w.size());
   }
-  w.log().MarkBytes(offset, len);
-  FillLogCache(w.addr(), w.size(), w.log().line_bytes(), w.log().page_bytes());
+  ChangeLog& log = w.ThreadLog();
+  log.MarkBytes(offset, len);
+  FillLogCache(w.addr(), w.size(), log.bits(), log.summary());
   return DSM_OK;
 }
 

@@ -10,13 +10,21 @@
 #include "dsm/dsm.h"
 #include "libdsm/contract/publish_protocol.h"
 #include "libdsm/errors.h"
+#include "libdsm/log_cache.h"
 
 namespace dsm {
+
+std::vector<WriterArea::ThreadLogSlot> WriterArea::FirstThreadLog(size_t area_bytes) {
+  std::vector<ThreadLogSlot> slots;
+  slots.push_back({{}, std::make_unique<ChangeLog>(area_bytes)});
+  return slots;
+}
 
 WriterArea::WriterArea(AreaControl* control, uint32_t index)
     : control_(control),
       index_(index),
-      log_(control->size),
+      thread_logs_(FirstThreadLog(control->size)),
+      log_(*thread_logs_.front().log),
       publisher_(control->size, control->buffer_count),
       changed_(control->size) {}
 
@@ -92,8 +100,29 @@ void WriterArea::LogWrittenLines() {
   control_->lines_changed.fetch_add(lines, std::memory_order_relaxed);
 }
 
+ChangeLog& WriterArea::ThreadLog() {
+  const std::weak_ptr<const void> me = ThisThreadToken();
+  ThreadLogSlot* free_slot = nullptr;
+  for (ThreadLogSlot& slot : thread_logs_) {
+    // Owner comparison, not the pointers: an expired token still compares.
+    if (!slot.owner.owner_before(me) && !me.owner_before(slot.owner)) return *slot.log;
+    if (!free_slot && slot.owner.expired()) free_slot = &slot;
+  }
+  if (!free_slot) {
+    thread_logs_.push_back({{}, std::make_unique<ChangeLog>(control_->size)});
+    free_slot = &thread_logs_.back();
+  }
+  free_slot->owner = me;
+  return *free_slot->log;
+}
+
+void WriterArea::GatherThreadLogs() {
+  for (size_t i = 1; i < thread_logs_.size(); ++i) log_.Absorb(*thread_logs_[i].log);
+}
+
 int WriterArea::Publish(uint64_t now_ns) {
   next_sync_ns_ = now_ns + control_->sync_interval_ns;
+  GatherThreadLogs();
   if (stage_) {
     const int rc = PublishStaged(now_ns);
     if (rc != DSM_ERR_DAEMON_GONE) return rc;

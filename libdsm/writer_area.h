@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "coherence/change_log.h"
 #include "coherence/version_publisher.h"
@@ -52,7 +53,11 @@ class WriterArea {
   int PublishWaitingLines(uint64_t now_ns);
 
   uint64_t version() const { return version_; }
-  ChangeLog& log() { return log_; }
+  // The log the calling thread's dsm_log() writes: each thread that logs has
+  // its own (a thread that exited leaves its log, marks and all, to the next
+  // thread that asks), and a publish gathers them. Caller holds the session's
+  // lock.
+  ChangeLog& ThreadLog();
   AreaControl* control() const { return control_; }
   uint32_t index() const { return index_; }
   uintptr_t addr() const { return control_->addr; }
@@ -62,6 +67,8 @@ class WriterArea {
   WriterArea(AreaControl* control, uint32_t index);
   // Turns the pages written since the last call into logged lines.
   void LogWrittenLines();
+  // Moves every other thread's marks into log_.
+  void GatherThreadLogs();
   // Hands the version to dsmd through the stage.
   int PublishStaged(uint64_t now_ns);
   // dsmd is gone: from now on the writer writes its versions into the buffers.
@@ -69,7 +76,16 @@ class WriterArea {
 
   AreaControl* control_;
   uint32_t index_;
-  ChangeLog log_;
+  struct ThreadLogSlot {
+    std::weak_ptr<const void> owner;  // ThisThreadToken() of the thread using it
+    std::unique_ptr<ChangeLog> log;
+  };
+  static std::vector<ThreadLogSlot> FirstThreadLog(size_t area_bytes);
+  std::vector<ThreadLogSlot> thread_logs_;  // never empty
+  // What the next version carries: the first slot's log, into which a publish
+  // gathers the other threads' marks (so a single writer thread's marks are
+  // not moved) and page tracking marks the lines it found changed.
+  ChangeLog& log_;
   VersionPublisher publisher_;
   LineSet changed_;  // lines of the version being published, for export
   uint8_t* buffers_[kMaxReaderBuffers] = {};

@@ -13,7 +13,7 @@
  * dsm_strerror() names the code and dsm_last_error() gives a message for the
  * calling thread's last failure. Nothing in this library aborts the caller.
  *
- * This header is ABI version 1 of the library: soname libdsm.so.1. A change of
+ * This header is ABI version 2 of the library: soname libdsm.so.2. A change of
  * an enum value, a struct layout or a function's signature, or a removed
  * function, takes the next soname.
  */
@@ -234,24 +234,41 @@ int dsm_wait_version(const void *area, uint64_t v, uint32_t timeout_ms);
 
 /* ---- Write logging ------------------------------------------------------- */
 
-/* Lines are 64 bytes. The log keeps one byte per line plus one byte per page of
- * lines: plain byte stores, so writer threads log concurrently without atomics. */
+/* Lines are 64 bytes. Each writer thread logs into a log of its own, one bit
+ * per line plus one summary byte per 512 lines (a 64-byte line of bits): plain
+ * stores, no atomics, and no bit lost to another thread. A publish gathers
+ * every thread's log. */
 #define DSM_LINE_SHIFT 6
 #define DSM_LINES_PER_PAGE_SHIFT 6
+#define DSM_LINES_PER_SUMMARY_SHIFT 9
 
 /* Per-thread cache of the last area logged to, so dsm_log() is a few stores.
  * Filled by the library's slow path; emptied when the area is freed. */
 typedef struct dsm_log_cache {
-  uintptr_t base;  /* area address */
-  uintptr_t size;  /* area bytes; 0 = empty cache */
-  uint8_t *lines;  /* one byte per 64-byte line */
-  uint8_t *pages;  /* one byte per 64 lines */
+  uintptr_t base;   /* area address */
+  uintptr_t size;   /* area bytes; 0 = empty cache */
+  uint8_t *bits;    /* this thread's log: line n is bit n % 8 of byte n / 8 */
+  uint8_t *summary; /* one byte per 512 lines */
 } dsm_log_cache;
 
 /* __thread rather than thread_local: no initialization guard on the fast path. */
 extern __thread dsm_log_cache dsm__tls_log_cache __attribute__((tls_model("initial-exec")));
 
 int dsm__log_slow(const void *ptr, size_t len);
+/* Marks lines first..last (first < last) in the calling thread's cached log. */
+void dsm__log_lines(uintptr_t first, uintptr_t last);
+
+/* Marks one line in a log laid out as dsm_log_cache describes. The store is
+ * skipped when the bit is set already: a line written over and over costs a
+ * load. (The library marks lines with this too.) */
+static inline void dsm__mark_line(uint8_t *bits, uint8_t *summary, uintptr_t line) {
+  uint8_t *b = bits + (line >> 3);
+  const uint8_t bit = (uint8_t)(1u << (line & 7));
+  if (!(*b & bit)) {
+    *b = (uint8_t)(*b | bit);
+    summary[line >> DSM_LINES_PER_SUMMARY_SHIFT] = 1;
+  }
+}
 
 /* Records that [ptr, ptr+len) was written, so it is part of the next version.
  * Only the writer of an area may log; other pointers get DSM_ERR_INVALID. */
@@ -261,12 +278,10 @@ static inline int dsm_log(const void *ptr, size_t len) {
   if (__builtin_expect(off < c->size && len - 1 < c->size - off, 1)) {
     uintptr_t first = off >> DSM_LINE_SHIFT;
     uintptr_t last = (off + len - 1) >> DSM_LINE_SHIFT;
-    c->lines[first] = 1;
-    c->pages[first >> DSM_LINES_PER_PAGE_SHIFT] = 1;
-    if (__builtin_expect(first != last, 0)) {
-      memset(c->lines + first, 1, last - first + 1);
-      memset(c->pages + (first >> DSM_LINES_PER_PAGE_SHIFT), 1,
-             (last >> DSM_LINES_PER_PAGE_SHIFT) - (first >> DSM_LINES_PER_PAGE_SHIFT) + 1);
+    if (__builtin_expect(first == last, 1)) {
+      dsm__mark_line(c->bits, c->summary, first);
+    } else {
+      dsm__log_lines(first, last);
     }
     return DSM_OK;
   }

@@ -63,11 +63,24 @@ void ModelMarkBytes(std::vector<bool>& model, size_t area_bytes, size_t offset, 
   }
 }
 
+// Whether line `line`'s bit is set in the raw array dsm_log() writes.
+bool RawBit(ChangeLog& log, size_t line) { return (log.bits()[line / 8] >> (line % 8) & 1) != 0; }
+
+// After Clear, TakePages or Absorb every raw byte must be zero: dsm_log() and
+// later scans read them.
+void ExpectRawBytesZero(ChangeLog& log) {
+  for (size_t i = 0; i < log.pages() * kLinesPerPage / 8; ++i) ASSERT_EQ(log.bits()[i], 0) << i;
+  const size_t groups = (log.pages() + kPagesPerSummary - 1) / kPagesPerSummary;
+  for (size_t g = 0; g < groups; ++g) ASSERT_EQ(log.summary()[g], 0) << g;
+}
+
 TEST(ChangeLogTest, LayoutConstantsMatchTheCHeader) {
-  // dsm_log() in dsm.h indexes these bytes directly; the C++ side must agree.
+  // dsm_log() in dsm.h indexes these arrays directly; the C++ side must agree.
   EXPECT_EQ(kLineBytes, 64u);
   EXPECT_EQ(kLinesPerPage, 64u);
   EXPECT_EQ(kLineBytes * kLinesPerPage, kPageBytes);
+  EXPECT_EQ(kLinesPerSummary, 512u);  // one 64-byte line of bits
+  EXPECT_EQ(kPagesPerSummary, 8u);
 }
 
 TEST(ChangeLogTest, GeometryRoundsPartialLinesAndPagesUp) {
@@ -126,9 +139,7 @@ TEST(ChangeLogTest, ClearRemovesEveryMarkAndTheLogIsReusable) {
   ASSERT_FALSE(log.Empty());
   log.Clear();
   ExpectMatchesModel(log, std::vector<bool>(log.lines()));
-  // The raw bytes are what dsm_log() and later scans read, so they must be zero too.
-  for (size_t i = 0; i < log.pages() * kLinesPerPage; ++i) ASSERT_EQ(log.line_bytes()[i], 0) << i;
-  for (size_t p = 0; p < log.pages(); ++p) ASSERT_EQ(log.page_bytes()[p], 0) << p;
+  ExpectRawBytesZero(log);
 
   log.MarkLines(64, 1);
   EXPECT_EQ(MarkedRuns(log), (Runs{{64, 1}}));
@@ -253,7 +264,7 @@ TEST(ChangeLogTest, ZeroByteAreaIgnoresEverything) {
   EXPECT_EQ(log.CountLines(), 0u);
   EXPECT_TRUE(MarkedRuns(log).empty());
   ChangeLog other(0);
-  log.Merge(other);
+  log.Absorb(other);
   log.Clear();
   EXPECT_TRUE(log.Empty());
 }
@@ -287,9 +298,9 @@ TEST(ChangeLogTest, RandomMarksMatchAPerLineModel) {
   }
 }
 
-// --- Merge and Clear --------------------------------------------------------------
+// --- Absorb and Clear ------------------------------------------------------------
 
-TEST(ChangeLogMergeTest, MergeIsAUnionAndLeavesTheSourceAlone) {
+TEST(ChangeLogAbsorbTest, AbsorbIsAUnionAndEmptiesTheSource) {
   std::mt19937_64 rng(0x5eed0002);
   const size_t area = 9 * 4096 + 33;
   for (int round = 0; round < 50; ++round) {
@@ -303,102 +314,116 @@ TEST(ChangeLogMergeTest, MergeIsAUnionAndLeavesTheSourceAlone) {
       for (size_t i = la; i < la + ca && i < ma.size(); ++i) ma[i] = true;
       for (size_t i = lb; i < lb + cb && i < mb.size(); ++i) mb[i] = true;
     }
-    a.Merge(b);
+    a.Absorb(b);
     std::vector<bool> both(ma.size());
     for (size_t i = 0; i < both.size(); ++i) both[i] = ma[i] || mb[i];
     ExpectMatchesModel(a, both);
-    ExpectMatchesModel(b, mb);
+    ExpectMatchesModel(b, std::vector<bool>(b.lines()));
+    ExpectRawBytesZero(b);
     if (HasFatalFailure()) return;
   }
 }
 
-TEST(ChangeLogMergeTest, MergeIntoEmptyCopiesAndMergeOfEmptyIsANoOp) {
+TEST(ChangeLogAbsorbTest, AbsorbIntoEmptyMovesAndAbsorbOfEmptyIsANoOp) {
   ChangeLog a(4 * 4096), b(4 * 4096);
   b.MarkLines(62, 4);
   b.MarkLines(255, 1);
-  a.Merge(b);
+  a.Absorb(b);
   EXPECT_EQ(MarkedRuns(a), (Runs{{62, 4}, {255, 1}}));
+  EXPECT_TRUE(b.Empty());
 
   ChangeLog empty(4 * 4096);
-  a.Merge(empty);
+  a.Absorb(empty);
   EXPECT_EQ(MarkedRuns(a), (Runs{{62, 4}, {255, 1}}));
 }
 
-TEST(ChangeLogMergeTest, MergedLogClearsFully) {
-  // Merge must raise the summary bytes of the pages it fills, or Clear and scans
-  // would skip them.
-  ChangeLog a(8 * 4096), b(8 * 4096);
-  b.MarkLines(5 * 64 + 1, 1);
-  a.Merge(b);
+TEST(ChangeLogAbsorbTest, AbsorbedLogClearsFully) {
+  // Absorb must raise the summary bytes of the groups it fills, or Clear and
+  // scans would skip them.
+  ChangeLog a(24 * 4096), b(24 * 4096);
+  b.MarkLines(17 * 64 + 1, 1);
+  a.Absorb(b);
   EXPECT_FALSE(a.Empty());
-  EXPECT_EQ(a.page_bytes()[5], 1);
+  EXPECT_EQ(a.summary()[2], 1);  // pages 16..23
   a.Clear();
   EXPECT_TRUE(a.Empty());
-  EXPECT_EQ(a.line_bytes()[5 * 64 + 1], 0);
+  EXPECT_FALSE(RawBit(a, 17 * 64 + 1));
 }
 
-// The two tests below show that Merge and Clear walk the summary and never sweep a
-// clean page: a line byte set behind the summary's back is invisible to them. That
-// is what makes their cost follow the dirty pages rather than the area size.
-TEST(ChangeLogMergeTest, MergeReadsOnlyPagesMarkedDirtyInTheSource) {
-  ChangeLog a(8 * 4096), b(8 * 4096);
-  b.line_bytes()[3 * 64 + 7] = 1;  // no summary byte: page 3 counts as clean
-  b.MarkLines(6 * 64, 1);
-  a.Merge(b);
+// The two tests below show that Absorb and Clear walk the summary and never
+// sweep a clean group of pages: a bit set behind the summary's back is
+// invisible to them. That is what makes their cost follow the marked groups
+// rather than the area size.
+TEST(ChangeLogAbsorbTest, AbsorbReadsOnlyGroupsMarkedInTheSource) {
+  ChangeLog a(24 * 4096), b(24 * 4096);
+  b.bits()[(3 * 64 + 7) / 8] |= 1 << 7;  // no summary byte: pages 0..7 count as clean
+  b.MarkLines(9 * 64, 1);
+  a.Absorb(b);
   EXPECT_FALSE(a.Test(3 * 64 + 7));
-  EXPECT_TRUE(a.Test(6 * 64));
-  EXPECT_EQ(a.page_bytes()[3], 0);
+  EXPECT_TRUE(a.Test(9 * 64));
+  EXPECT_EQ(a.summary()[0], 0);
+  EXPECT_TRUE(RawBit(b, 3 * 64 + 7));  // left where it was
 }
 
-TEST(ChangeLogMergeTest, ClearTouchesOnlyPagesMarkedDirty) {
-  ChangeLog log(8 * 4096);
-  log.line_bytes()[2 * 64 + 5] = 1;  // no summary byte: page 2 counts as clean
-  log.MarkLines(4 * 64 + 9, 1);
+TEST(ChangeLogAbsorbTest, ClearTouchesOnlyGroupsMarked) {
+  ChangeLog log(24 * 4096);
+  log.bits()[(2 * 64 + 5) / 8] |= 1 << 5;  // no summary byte: pages 0..7 count as clean
+  log.MarkLines(12 * 64 + 9, 1);
   log.Clear();
-  EXPECT_EQ(log.line_bytes()[2 * 64 + 5], 1);
-  EXPECT_EQ(log.line_bytes()[4 * 64 + 9], 0);
-  EXPECT_EQ(log.page_bytes()[4], 0);
+  EXPECT_TRUE(RawBit(log, 2 * 64 + 5));
+  EXPECT_FALSE(RawBit(log, 12 * 64 + 9));
+  EXPECT_EQ(log.summary()[1], 0);
 }
 
-TEST(ChangeLogMergeTest, RawFastPathStoresAreSeenByEveryOperation) {
-  // dsm_log() stores a line byte and its page byte directly, without MarkLines.
-  ChangeLog log(5 * 4096), sink(5 * 4096);
-  for (size_t line : {size_t{0}, size_t{64}, size_t{65}, size_t{319}}) {
-    log.line_bytes()[line] = 1;
-    log.page_bytes()[line / kLinesPerPage] = 1;
+TEST(ChangeLogAbsorbTest, FastPathMarksAreSeenByEveryOperation) {
+  // dsm_log() marks with dsm__mark_line from dsm.h, without MarkLines.
+  ChangeLog log(17 * 4096), sink(17 * 4096);
+  for (size_t line : {size_t{0}, size_t{64}, size_t{65}, size_t{319}, size_t{16 * 64 + 63}}) {
+    dsm__mark_line(log.bits(), log.summary(), line);
   }
-  EXPECT_EQ(MarkedRuns(log), (Runs{{0, 1}, {64, 2}, {319, 1}}));
-  EXPECT_EQ(log.CountLines(), 4u);
-  sink.Merge(log);
-  EXPECT_EQ(MarkedRuns(sink), (Runs{{0, 1}, {64, 2}, {319, 1}}));
-  log.Clear();
+  dsm__mark_line(log.bits(), log.summary(), 65);  // again: no change
+  const Runs want{{0, 1}, {64, 2}, {319, 1}, {16 * 64 + 63, 1}};
+  EXPECT_EQ(MarkedRuns(log), want);
+  EXPECT_EQ(log.CountLines(), 5u);
+  sink.Absorb(log);
+  EXPECT_EQ(MarkedRuns(sink), want);
   EXPECT_TRUE(log.Empty());
-  EXPECT_EQ(log.CountLines(), 0u);
+  sink.Clear();
+  EXPECT_TRUE(sink.Empty());
+  EXPECT_EQ(sink.CountLines(), 0u);
+}
+
+TEST(ChangeLogAbsorbTest, MarkLineBitsSetsARangeAsTheFastPathWouldLineByLine) {
+  std::mt19937_64 rng(0x5eed0003);
+  const size_t area = 40 * 4096 + 200;
+  for (int round = 0; round < 200; ++round) {
+    ChangeLog ranged(area), single(area);
+    const size_t first = rng() % ranged.lines();
+    const size_t count = 1 + rng() % std::min<size_t>(ranged.lines() - first, 1500);
+    MarkLineBits(ranged.bits(), ranged.summary(), first, count);
+    for (size_t line = first; line < first + count; ++line) {
+      dsm__mark_line(single.bits(), single.summary(), line);
+    }
+    const size_t groups = (ranged.pages() + kPagesPerSummary - 1) / kPagesPerSummary;
+    ASSERT_EQ(std::memcmp(ranged.bits(), single.bits(), ranged.pages() * 8), 0)
+        << first << "+" << count;
+    ASSERT_EQ(std::memcmp(ranged.summary(), single.summary(), groups), 0) << first << "+" << count;
+  }
 }
 
 // --- TakePages ------------------------------------------------------------------------
 
 struct DrainedPage {
   size_t page;
-  std::vector<uint8_t> line_bytes;
+  uint64_t mask;
 };
 
 std::vector<DrainedPage> DrainAll(ChangeLog& log) {
   std::vector<DrainedPage> pages;
   const ChangeLog::TakenPages taken = log.TakePages();
   EXPECT_EQ(taken.pages.size(), taken.masks.size());
-  for (size_t k = 0; k < taken.pages.size(); ++k) {
-    DrainedPage p{taken.pages[k], std::vector<uint8_t>(kLinesPerPage)};
-    for (size_t i = 0; i < kLinesPerPage; ++i) p.line_bytes[i] = taken.masks[k] >> i & 1;
-    pages.push_back(std::move(p));
-  }
+  for (size_t k = 0; k < taken.pages.size(); ++k) pages.push_back({taken.pages[k], taken.masks[k]});
   return pages;
-}
-
-// After TakePages every raw byte must be zero: dsm_log() and later scans read them.
-void ExpectRawBytesZero(ChangeLog& log) {
-  for (size_t i = 0; i < log.pages() * kLinesPerPage; ++i) ASSERT_EQ(log.line_bytes()[i], 0) << i;
-  for (size_t p = 0; p < log.pages(); ++p) ASSERT_EQ(log.page_bytes()[p], 0) << p;
 }
 
 TEST(ChangeLogTakePagesTest, EmptyLogCallsNothing) {
@@ -408,7 +433,7 @@ TEST(ChangeLogTakePagesTest, EmptyLogCallsNothing) {
   EXPECT_TRUE(DrainAll(zero).empty());
 }
 
-TEST(ChangeLogTakePagesTest, VisitsEachDirtyPageOnceInAscendingOrderWithItsLineBytes) {
+TEST(ChangeLogTakePagesTest, VisitsEachDirtyPageOnceInAscendingOrderWithItsMask) {
   ChangeLog log(40 * 4096);
   log.MarkLines(39 * 64 + 63, 1);  // the last line, marked first
   log.MarkLines(3, 1);
@@ -421,7 +446,7 @@ TEST(ChangeLogTakePagesTest, VisitsEachDirtyPageOnceInAscendingOrderWithItsLineB
   auto expect_only = [](const DrainedPage& p, std::vector<size_t> set) {
     for (size_t i = 0; i < kLinesPerPage; ++i) {
       const bool want = std::find(set.begin(), set.end(), i) != set.end();
-      EXPECT_EQ(p.line_bytes[i] != 0, want) << "page " << p.page << " line " << i;
+      EXPECT_EQ((p.mask >> i & 1) != 0, want) << "page " << p.page << " line " << i;
     }
   };
   expect_only(pages[0], {3});
@@ -443,7 +468,7 @@ TEST(ChangeLogTakePagesTest, DrainedLogIsReusable) {
   const std::vector<DrainedPage> pages = DrainAll(log);
   ASSERT_EQ(pages.size(), 1u);
   EXPECT_EQ(pages[0].page, 7u);
-  EXPECT_EQ(LineBytesToMask(pages[0].line_bytes.data()), uint64_t{1} << 5);
+  EXPECT_EQ(pages[0].mask, uint64_t{1} << 5);
 }
 
 TEST(ChangeLogTakePagesTest, PartialLastPageReportsNoLinePastTheArea) {
@@ -451,9 +476,8 @@ TEST(ChangeLogTakePagesTest, PartialLastPageReportsNoLinePastTheArea) {
   log.MarkBytes(0, SIZE_MAX);
   const std::vector<DrainedPage> pages = DrainAll(log);
   ASSERT_EQ(pages.size(), 4u);
-  for (size_t i = 0; i < 3; ++i)
-    EXPECT_EQ(LineBytesToMask(pages[i].line_bytes.data()), ~uint64_t{0});
-  EXPECT_EQ(LineBytesToMask(pages[3].line_bytes.data()), uint64_t{0b11});
+  for (size_t i = 0; i < 3; ++i) EXPECT_EQ(pages[i].mask, ~uint64_t{0});
+  EXPECT_EQ(pages[3].mask, uint64_t{0b11});
 }
 
 TEST(ChangeLogTakePagesTest, RandomMarksDrainIntoTheSameLines) {
@@ -479,7 +503,7 @@ TEST(ChangeLogTakePagesTest, RandomMarksDrainIntoTheSameLines) {
             << "page " << p.page << " after " << previous_page;
         first = false;
         previous_page = p.page;
-        drained.AddMask(p.page, LineBytesToMask(p.line_bytes.data()));
+        drained.AddMask(p.page, p.mask);
       }
       for (size_t i = 0; i < model.size(); ++i)
         ASSERT_EQ(drained.Test(i), model[i]) << "line " << i;
@@ -490,47 +514,99 @@ TEST(ChangeLogTakePagesTest, RandomMarksDrainIntoTheSameLines) {
   }
 }
 
-TEST(ChangeLogTakePagesTest, SeesRawFastPathStores) {
-  // dsm_log() stores a line byte and its page byte directly, without MarkLines.
+TEST(ChangeLogTakePagesTest, SeesFastPathMarks) {
+  // dsm_log() marks with dsm__mark_line from dsm.h, without MarkLines.
   ChangeLog log(5 * 4096);
   for (size_t line : {size_t{0}, size_t{64}, size_t{65}, size_t{319}}) {
-    log.line_bytes()[line] = 1;
-    log.page_bytes()[line / kLinesPerPage] = 1;
+    dsm__mark_line(log.bits(), log.summary(), line);
   }
   const std::vector<DrainedPage> pages = DrainAll(log);
   ASSERT_EQ(pages.size(), 3u);
   EXPECT_EQ(pages[0].page, 0u);
-  EXPECT_EQ(LineBytesToMask(pages[0].line_bytes.data()), 1u);
+  EXPECT_EQ(pages[0].mask, 1u);
   EXPECT_EQ(pages[1].page, 1u);
-  EXPECT_EQ(LineBytesToMask(pages[1].line_bytes.data()), 0b11u);
+  EXPECT_EQ(pages[1].mask, 0b11u);
   EXPECT_EQ(pages[2].page, 4u);
-  EXPECT_EQ(LineBytesToMask(pages[2].line_bytes.data()), uint64_t{1} << 63);
+  EXPECT_EQ(pages[2].mask, uint64_t{1} << 63);
   ExpectRawBytesZero(log);
 }
 
-// Drain walks the summary, like Merge and Clear: its cost follows the dirty pages.
+// TakePages walks the summary, like Absorb and Clear: its cost follows the
+// marked groups of pages.
 TEST(ChangeLogTakePagesTest, FollowsTheSummary) {
-  ChangeLog log(8 * 4096);
-  log.line_bytes()[2 * 64 + 5] = 1;  // no summary byte: page 2 counts as clean
-  log.page_bytes()[6] = 1;           // a summary byte without line bytes
-  const std::vector<DrainedPage> pages = DrainAll(log);
-  ASSERT_EQ(pages.size(), 1u);
-  EXPECT_EQ(pages[0].page, 6u);
-  EXPECT_EQ(LineBytesToMask(pages[0].line_bytes.data()), 0u);  // a zero mask: nothing to copy
-  EXPECT_EQ(log.page_bytes()[6], 0);
-  EXPECT_EQ(log.line_bytes()[2 * 64 + 5], 1);  // untouched
+  ChangeLog log(24 * 4096);
+  log.bits()[(2 * 64 + 5) / 8] |= 1 << 5;  // no summary byte: pages 0..7 count as clean
+  log.summary()[2] = 1;                    // a summary byte without bits
+  EXPECT_TRUE(DrainAll(log).empty());      // no page with an empty mask
+  EXPECT_EQ(log.summary()[2], 0);
+  EXPECT_TRUE(RawBit(log, 2 * 64 + 5));  // untouched
 }
 
-TEST(ChangeLogTakePagesTest, DrainsWhatMergeBroughtIn) {
+TEST(ChangeLogTakePagesTest, DrainsWhatAbsorbBroughtIn) {
   ChangeLog a(8 * 4096), b(8 * 4096);
   a.MarkLines(1, 1);
   b.MarkLines(5 * 64 + 1, 2);
-  a.Merge(b);
+  a.Absorb(b);
   const std::vector<DrainedPage> pages = DrainAll(a);
   ASSERT_EQ(pages.size(), 2u);
   EXPECT_EQ(pages[1].page, 5u);
-  EXPECT_EQ(LineBytesToMask(pages[1].line_bytes.data()), 0b110u);
-  EXPECT_EQ(MarkedRuns(b), (Runs{{5 * 64 + 1, 2}}));  // the source keeps its marks
+  EXPECT_EQ(pages[1].mask, 0b110u);
+  EXPECT_TRUE(b.Empty());
+}
+
+// --- TakeLines ------------------------------------------------------------------------
+
+TEST(ChangeLogTakeLinesTest, ListsEveryMarkedLineInOrderWhenTheyFit) {
+  std::mt19937_64 rng(0x5eed0005);
+  const size_t areas[] = {64, 4097, 9 * 4096, 65 * 4096 + 1};
+  for (size_t area : areas) {
+    for (int round = 0; round < 30; ++round) {
+      SCOPED_TRACE(testing::Message() << "area " << area << " round " << round);
+      ChangeLog log(area);
+      std::vector<bool> model(log.lines());
+      // Sparse and dense rounds: pages with one line, and pages with more
+      // than the four lines listed without a loop.
+      const int marks = round % 3 == 0 ? 2 : round % 3 == 1 ? 40 : 400;
+      for (int m = 0; m < marks; ++m) {
+        const size_t line = rng() % log.lines();
+        const size_t count = round % 2 == 0 ? 1 : 1 + rng() % 9;
+        log.MarkLines(line, count);
+        for (size_t i = line; i < line + count && i < model.size(); ++i) model[i] = true;
+      }
+      std::vector<uint32_t> want;
+      for (size_t i = 0; i < model.size(); ++i) {
+        if (model[i]) want.push_back(static_cast<uint32_t>(i));
+      }
+      const ChangeLog::TakenLines t = log.TakeLines(log.lines());
+      EXPECT_EQ(t.count, want.size());
+      EXPECT_EQ(std::vector<uint32_t>(t.lines.begin(), t.lines.end()), want);
+      LineSet from_pages(area);
+      for (size_t k = 0; k < t.pages.pages.size(); ++k) {
+        from_pages.AddMask(t.pages.pages[k], t.pages.masks[k]);
+      }
+      EXPECT_EQ(from_pages.CountLines(), want.size());
+      ExpectRawBytesZero(log);
+      if (HasFatalFailure()) return;
+    }
+  }
+}
+
+TEST(ChangeLogTakeLinesTest, MoreLinesThanAllowedComeAsPagesOnly) {
+  ChangeLog log(16 * 4096);
+  log.MarkLines(10, 100);
+  const ChangeLog::TakenLines t = log.TakeLines(99);
+  EXPECT_EQ(t.count, 100u);
+  EXPECT_TRUE(t.lines.empty());
+  ASSERT_EQ(t.pages.pages.size(), 2u);
+  EXPECT_EQ(t.pages.masks[0], ~uint64_t{0} << 10);
+  EXPECT_EQ(t.pages.masks[1], (uint64_t{1} << 46) - 1);
+  EXPECT_TRUE(log.Empty());
+
+  log.MarkLines(7, 1);
+  const ChangeLog::TakenLines one = log.TakeLines(1);
+  EXPECT_EQ(one.count, 1u);
+  EXPECT_EQ(std::vector<uint32_t>(one.lines.begin(), one.lines.end()), std::vector<uint32_t>{7});
+  EXPECT_EQ(log.TakeLines(10).count, 0u);
 }
 
 // --- Large areas ------------------------------------------------------------------
@@ -547,7 +623,7 @@ TEST(ChangeLogLargeTest, SixtyFourMiBAreaWithAFewMarks) {
 
   ChangeLog other(area);
   other.MarkLines(last - 1, 1);  // joins the run at the very end
-  log.Merge(other);
+  log.Absorb(other);
   EXPECT_EQ(MarkedRuns(log), (Runs{{0, 1}, {64000 - 1, 2}, {last - 1, 2}}));
 
   std::vector<size_t> drained;

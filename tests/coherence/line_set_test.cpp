@@ -414,62 +414,6 @@ TEST(LineSetTest, RandomOperationsMatchAPerLineModel) {
   }
 }
 
-// --- LineBytesToMask --------------------------------------------------------------------
-
-TEST(LineBytesToMaskTest, AllZeroAndAllSet) {
-  uint8_t bytes[kLinesPerPage] = {};
-  EXPECT_EQ(LineBytesToMask(bytes), 0u);
-  std::memset(bytes, 1, sizeof bytes);
-  EXPECT_EQ(LineBytesToMask(bytes), ~uint64_t{0});
-}
-
-TEST(LineBytesToMaskTest, Alternating) {
-  uint8_t even[kLinesPerPage] = {}, odd[kLinesPerPage] = {};
-  for (size_t i = 0; i < kLinesPerPage; ++i) (i % 2 == 0 ? even : odd)[i] = 1;
-  EXPECT_EQ(LineBytesToMask(even), 0x5555555555555555u);
-  EXPECT_EQ(LineBytesToMask(odd), 0xaaaaaaaaaaaaaaaau);
-}
-
-TEST(LineBytesToMaskTest, EachSingleByte) {
-  for (size_t i = 0; i < kLinesPerPage; ++i) {
-    uint8_t bytes[kLinesPerPage] = {};
-    bytes[i] = 1;
-    EXPECT_EQ(LineBytesToMask(bytes), uint64_t{1} << i) << i;
-    std::memset(bytes, 1, sizeof bytes);
-    bytes[i] = 0;
-    EXPECT_EQ(LineBytesToMask(bytes), ~(uint64_t{1} << i)) << i;
-  }
-}
-
-TEST(LineBytesToMaskTest, AnyNonZeroValueCountsAndAnyAlignmentWorks) {
-  alignas(64) uint8_t buffer[kLinesPerPage + 16] = {};
-  for (size_t offset : {size_t{0}, size_t{1}, size_t{7}, size_t{15}}) {
-    uint8_t* bytes = buffer + offset;
-    std::memset(buffer, 0, sizeof buffer);
-    bytes[0] = 0x80;  // the sign bit alone
-    bytes[17] = 0xff;
-    bytes[33] = 2;
-    bytes[63] = 0x7f;
-    buffer[offset + kLinesPerPage] = 1;  // past the 64 bytes: must not be read into the mask
-    EXPECT_EQ(LineBytesToMask(bytes),
-              1u | uint64_t{1} << 17 | uint64_t{1} << 33 | uint64_t{1} << 63)
-        << offset;
-  }
-}
-
-TEST(LineBytesToMaskTest, RandomBytesMatchAByteLoop) {
-  std::mt19937_64 rng(0x5eed2003);
-  for (int round = 0; round < 1000; ++round) {
-    uint8_t bytes[kLinesPerPage];
-    uint64_t expected = 0;
-    for (size_t i = 0; i < kLinesPerPage; ++i) {
-      bytes[i] = rng() % 3 == 0 ? static_cast<uint8_t>(rng()) : 0;
-      if (bytes[i] != 0) expected |= uint64_t{1} << i;
-    }
-    ASSERT_EQ(LineBytesToMask(bytes), expected) << round;
-  }
-}
-
 // --- CopyPageLines ---------------------------------------------------------------------
 
 constexpr uint8_t kCanary = 0xa5;

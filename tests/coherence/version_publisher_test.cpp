@@ -383,8 +383,8 @@ TEST(VersionPublisherTest, ChangedReceivesTheDirtyLinesOnly) {
   EXPECT_TRUE(pub.pending(2).Empty());
 }
 
-TEST(VersionPublisherTest, RawDsmLogStoresArePublished) {
-  // dsm_log() writes line and page bytes directly, with no ChangeLog call.
+TEST(VersionPublisherTest, FastPathMarksArePublished) {
+  // dsm_log() marks with dsm__mark_line from dsm.h, with no ChangeLog call.
   const size_t area = 4 * 4096;
   std::vector<uint8_t> writer(area);
   for (size_t i = 0; i < area; ++i) writer[i] = static_cast<uint8_t>(i * 13 + 5);
@@ -392,8 +392,7 @@ TEST(VersionPublisherTest, RawDsmLogStoresArePublished) {
   VersionPublisher pub(area, 2);
   ChangeLog dirty(area);
   for (size_t line : {size_t{2}, size_t{64}, size_t{255}}) {
-    dirty.line_bytes()[line] = 1;
-    dirty.page_bytes()[line / kLinesPerPage] = 1;
+    dsm__mark_line(dirty.bits(), dirty.summary(), line);
   }
   EXPECT_EQ(pub.Publish(dirty, 1, writer.data(), buf.data()), 3 * kLineBytes);
   for (size_t line = 0; line < area / kLineBytes; ++line) {
@@ -406,7 +405,7 @@ TEST(VersionPublisherTest, RawDsmLogStoresArePublished) {
     }
   }
   EXPECT_TRUE(dirty.Empty());
-  EXPECT_EQ(dirty.line_bytes()[64], 0);
+  EXPECT_EQ(dirty.bits()[64 / 8], 0);
 }
 
 // --- VersionPublisher: randomized model -------------------------------------------

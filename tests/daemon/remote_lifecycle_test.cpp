@@ -108,7 +108,7 @@ class Writer {
     for (size_t line = 0; line < kLines; ++line) {
       std::memset(copy_ + line * kLineBytes, LineByte(tag_, next, line), kLineBytes);
     }
-    area_->log().MarkLines(0, kLines);
+    area_->ThreadLog().MarkLines(0, kLines);
     const int rc = area_->Publish(now_ns);
     EXPECT_TRUE(rc == DSM_OK || rc == DSM_ERR_BUSY) << dsm_last_error();
     return rc == DSM_OK;

@@ -213,7 +213,7 @@ void ClusterRun::WriteAndPublish(uint64_t now_ns, size_t lines) {
   for (size_t i = 0; i < lines; ++i) {
     const size_t line = lines == kLines ? i : pick(rng_);
     LineBytes(s_.seed, writes_, line, writer_copy_ + line * kLineBytes);
-    writer_->log().MarkLines(line, 1);
+    writer_->ThreadLog().MarkLines(line, 1);
     unpublished_[line] = writes_;
   }
   const int rc = writer_->Publish(now_ns);

@@ -127,5 +127,85 @@ TEST(Threads, VersionsAreTakenOnlyWhenEveryOnlineThreadIsQuiescent) {
   EXPECT_LT(b->busy_services, 80) << "of " << kThreads * 400 << " dsm_service calls";
 }
 
+// Threads that log neighbouring lines at once, each line with its own
+// dsm_log() call, lose none of them: each thread logs into a log of its own
+// (a shared log of one bit per line would lose bits to concurrent stores).
+// The threads exit before the publish, so their logs outlive them, and the
+// next round's new threads take the logs over.
+constexpr int kLoggingThreads = 4;
+constexpr size_t kLoggedLines = 64 * 1024;  // 4 MiB
+constexpr int kLoggingRounds = 3;
+
+struct LogBoard {
+  std::atomic<bool> allocated{false};
+  std::atomic<int> published_round{0};
+  std::atomic<int> checked_round{0};
+  uint64_t wrong_lines[kLoggingRounds] = {};
+  int publish_rc = 0;
+};
+
+int LoggingWriter(LogBoard* b) {
+  if (dsm_init(nullptr) != DSM_OK) return 1;
+  void* p = nullptr;
+  if (dsm_alloc("threads/logged", kLoggedLines * 64, nullptr, &p) != DSM_OK) return 2;
+  auto* area = static_cast<uint8_t*>(p);
+  b->allocated = true;
+  for (int round = 1; round <= kLoggingRounds; ++round) {
+    std::atomic<int> ready{0};
+    std::vector<std::thread> threads;
+    for (int t = 0; t < kLoggingThreads; ++t) {
+      threads.emplace_back([&, t] {
+        dsm_thread_offline();  // the main thread publishes while these are gone
+        ready.fetch_add(1);
+        while (ready.load() < kLoggingThreads) std::this_thread::yield();  // all at once
+        for (size_t line = t; line < kLoggedLines; line += kLoggingThreads) {
+          area[line * 64] = static_cast<uint8_t>(round);
+          dsm_log(area + line * 64, 1);
+        }
+      });
+    }
+    for (auto& th : threads) th.join();
+    int rc;
+    while ((rc = dsm_publish(p)) == DSM_ERR_BUSY)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    if (rc != DSM_OK) b->publish_rc = rc;
+    b->published_round = round;
+    if (!testing::WaitFor([&] { return b->checked_round.load() >= round; }, 30000)) return 3;
+  }
+  return dsm_fini();
+}
+
+int LoggedReader(LogBoard* b) {
+  if (dsm_init(nullptr) != DSM_OK) return 1;
+  const void* p = nullptr;
+  if (dsm_attach("threads/logged", 10000, &p, nullptr) != DSM_OK) return 2;
+  for (int round = 1; round <= kLoggingRounds; ++round) {
+    if (!testing::WaitFor([&] { return b->published_round.load() >= round; }, 30000)) return 3;
+    if (dsm_wait_version(p, static_cast<uint64_t>(round), 10000) != DSM_OK) return 4;
+    const auto* area = static_cast<const uint8_t*>(p);
+    for (size_t line = 0; line < kLoggedLines; ++line) {
+      if (area[line * 64] != round) ++b->wrong_lines[round - 1];
+    }
+    b->checked_round = round;
+  }
+  return dsm_fini();
+}
+
+TEST(Threads, ConcurrentLogsOfNeighbouringLinesLoseNoneAndOutliveTheirThreads) {
+  testing::DsmdProcess daemon;
+  ASSERT_TRUE(daemon.ok());
+  daemon.ExportSocket();
+  Shared<LogBoard> b;
+  const pid_t writer = Spawn([&] { return LoggingWriter(&*b); });
+  ASSERT_TRUE(testing::WaitFor([&] { return b->allocated.load(); }, 10000));
+  const pid_t reader = Spawn([&] { return LoggedReader(&*b); });
+  EXPECT_EQ(Reap(reader, 60000), 0);
+  EXPECT_EQ(Reap(writer, 60000), 0);
+  EXPECT_EQ(b->publish_rc, 0);
+  for (int round = 0; round < kLoggingRounds; ++round) {
+    EXPECT_EQ(b->wrong_lines[round], 0u) << "round " << round + 1;
+  }
+}
+
 }  // namespace
 }  // namespace dsm

@@ -61,7 +61,7 @@ def staged_path(destdir, opts, *parts):
 def test_installs_library_headers_pc_and_daemons(staged):
     destdir, opts = staged
     libdir = staged_path(destdir, opts, opts["libdir"])
-    assert os.path.exists(os.path.join(libdir, "libdsm.so.1"))
+    assert os.path.exists(os.path.join(libdir, "libdsm.so.2"))
     assert os.path.islink(os.path.join(libdir, "libdsm.so"))
     assert os.path.exists(os.path.join(libdir, "pkgconfig", "libdsm.pc"))
     inc = staged_path(destdir, opts, opts["includedir"], "dsm")
