@@ -9,6 +9,10 @@
 //   x_gather      publish time / a gather of the dirty lines, one after another,
 //                 into a buffer of their own (what a hand-written sender of the
 //                 changes does before writing them to a socket).
+// These are ratios of means. A publish that finds dsmd still writing the
+// previous version waits for it (rarely, but for up to milliseconds), so the
+// medians are reported too: publish_p50_us, gather_p50_us and x_gather_p50
+// (the ratio of the two medians).
 // With two reader buffers a publish copies the lines dirty now plus those the
 // target buffer missed in the previous version (the previous dirty set), so a
 // sparse random publish copies about twice the dirty bytes: bytes_copied is
@@ -72,6 +76,12 @@ void GatherLines(const Buffer& src, const Buffer& dst, const std::vector<uint32_
   benchmark::ClobberMemory();
 }
 
+double Median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
+  return v[v.size() / 2];
+}
+
 // Writes and logs one float in each line, then publishes. Returns the
 // publish's result; *publish_s gets its time.
 int DirtyAndPublish(PublishState* s, const std::vector<uint32_t>& lines, float value,
@@ -112,6 +122,7 @@ void RunPublish(benchmark::State& state, double fraction) {
   double publish_s = 0, memcpy_s = 0, line_copy_s = 0, union_copy_s = 0, gather_s = 0;
   double union_lines = 0;
   std::vector<uint32_t> union_set;
+  std::vector<double> publish_each, gather_each;
   for (auto _ : state) {
     value += 1.0f;
     const std::vector<uint32_t> lines = PickLines(s->rng, kAreaLines, dirty_lines);
@@ -126,6 +137,7 @@ void RunPublish(benchmark::State& state, double fraction) {
       return;
     }
     publish_s += t;
+    publish_each.push_back(t);
     state.SetIterationTime(t);
 
     TouchLines(s->ref_src.data(), lines, value);
@@ -141,7 +153,8 @@ void RunPublish(benchmark::State& state, double fraction) {
     TouchLines(s->ref_src.data(), lines, value);
     t0 = Clock::now();
     GatherLines(s->ref_src, s->gathered, lines);
-    gather_s += SecondsSince(t0);
+    gather_each.push_back(SecondsSince(t0));
+    gather_s += gather_each.back();
 
     const size_t off = memcpy_start(s->rng) * kLineBytes;
     for (size_t b = 0; b < dirty_bytes; b += kLineBytes) {
@@ -162,6 +175,10 @@ void RunPublish(benchmark::State& state, double fraction) {
   state.counters["x_line_copy"] = publish_s / line_copy_s;
   state.counters["x_union_copy"] = publish_s / union_copy_s;
   state.counters["x_gather"] = publish_s / gather_s;
+  const double publish_p50 = Median(publish_each), gather_p50 = Median(gather_each);
+  state.counters["publish_p50_us"] = publish_p50 * 1e6;
+  state.counters["gather_p50_us"] = gather_p50 * 1e6;
+  state.counters["x_gather_p50"] = gather_p50 > 0 ? publish_p50 / gather_p50 : 0;
 }
 
 void RegisterAll() {
