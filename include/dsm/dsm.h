@@ -237,7 +237,9 @@ int dsm_wait_version(const void *area, uint64_t v, uint32_t timeout_ms);
 /* Lines are 64 bytes. Each writer thread logs into a log of its own, one bit
  * per line plus one summary byte per 512 lines (a 64-byte line of bits): plain
  * stores, no atomics, and no bit lost to another thread. A publish gathers
- * every thread's log. */
+ * every thread's log. A log takes 1/512 of the area's size; a thread that
+ * exits leaves its log to the next thread that logs to the area, and
+ * dsm_free() releases them all. */
 #define DSM_LINE_SHIFT 6
 #define DSM_LINES_PER_PAGE_SHIFT 6
 #define DSM_LINES_PER_SUMMARY_SHIFT 9
