@@ -10,7 +10,8 @@
 #   after --        passed to every benchmark executable as they are
 #
 # The figures to read: log x_plain (1line target <= 2), publish x_memcpy
-# (100% target <= 2) and x_line_copy (1% target <= 3), switch x_memcpy_area,
+# (100% target <= 2), x_line_copy (1% target <= 3) and x_gather / x_gather_p50
+# (1% target <= 2; means and medians), switch x_memcpy_area,
 # tracking uffd_x_ref (1% touched target <= 1.5) and uffd_x_log (100% target <= 2).
 # Then bench/python_view_bench.py: what Python pays to get an area's array.
 set -euo pipefail
@@ -21,7 +22,7 @@ JSON_DIR=""
 EXTRA=()
 BENCHES=(log publish switch tracking)
 
-usage() { sed -n '2,14p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,16p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
 
 while (($#)); do
   case "$1" in
