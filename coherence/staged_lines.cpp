@@ -34,9 +34,18 @@ StagedCounts StageChanges(ChangeLog& log, const uint8_t* src, const StageMemory&
     next = uint64_t{line} + 1;
   }
   c.runs = runs;
+  // The lines are scattered over the area, where no hardware prefetcher
+  // follows them: each is asked for this many lines ahead of its copy, so
+  // that their misses overlap (publish_bench at 1%: median 120-164 -> 109-115
+  // us; 8 ahead gained little, 16-64 about the same).
+  constexpr size_t kGatherAhead = 32;
   uint8_t* out = stage.bytes;
-  for (const uint32_t line : taken.lines) {
-    std::memcpy(out, src + size_t{line} * kLineBytes, kLineBytes);
+  const uint32_t* lines = taken.lines.data();
+  const size_t n = taken.lines.size();
+  for (size_t i = 0; i < n; ++i) {
+    if (i + kGatherAhead < n)
+      __builtin_prefetch(src + size_t{lines[i + kGatherAhead]} * kLineBytes);
+    std::memcpy(out, src + size_t{lines[i]} * kLineBytes, kLineBytes);
     out += kLineBytes;
   }
   return c;
