@@ -1,7 +1,6 @@
 #include "coherence/staged_lines.h"
 
 #include <algorithm>
-#include <bit>
 #include <cstring>
 
 namespace dsm {
