@@ -27,6 +27,11 @@ inline constexpr size_t kPagesPerSummary = kLinesPerSummary / kLinesPerPage;
 // lines). The caller has checked the range.
 void MarkLineBits(uint8_t* bits, uint8_t* summary, size_t first, size_t count);
 
+// Whether TakePages and ListLines use AVX-512 where the CPU has it (the
+// default) or their portable forms; returns the previous choice. For tests
+// that compare the two; not thread safe.
+bool UseAvx512LogScans(bool on);
+
 class ChangeLog {
  public:
   // A log for an area of `area_bytes` bytes (a partial last line counts as a line).
@@ -62,6 +67,7 @@ class ChangeLog {
   struct TakenPages {
     std::span<const uint32_t> pages;
     std::span<const uint64_t> masks;  // masks[i] is pages[i]'s
+    size_t lines = 0;                 // marked lines in all of them
   };
   // Takes every mark, leaving the log empty; cost follows the number of
   // summary bytes set. The spans stay valid until the next call.
@@ -75,6 +81,18 @@ class ChangeLog {
     std::span<const uint32_t> lines;  // empty if count > at_most
   };
   TakenLines TakeLines(size_t at_most);
+
+  // Lists the lines of `pages` (with their `masks`) at `out`, in address
+  // order, and returns how many. `out` needs room for kListSlack more
+  // entries than that: a page's line numbers are written sixteen (or four)
+  // at a time whether the page has them or not, so the usual page of a
+  // sparse version, with a line or two, costs no branch.
+  static constexpr size_t kListSlack = 64;
+  static size_t ListLines(std::span<const uint32_t> pages, std::span<const uint64_t> masks,
+                          uint32_t* out);
+  // Room for a list of `lines` lines plus `slack` entries, kept with the log
+  // so that a publish allocates nothing.
+  uint32_t* ListRoom(size_t lines, size_t slack);
 
   // Raw arrays for dsm_log()'s inline fast path (dsm_log_cache).
   uint8_t* bits() { return reinterpret_cast<uint8_t*>(words_.get()); }

@@ -556,39 +556,83 @@ TEST(ChangeLogTakePagesTest, DrainsWhatAbsorbBroughtIn) {
 
 // --- TakeLines ------------------------------------------------------------------------
 
+// Both forms of the scans (AVX-512 where the CPU has it, and portable) must
+// list the same lines.
 TEST(ChangeLogTakeLinesTest, ListsEveryMarkedLineInOrderWhenTheyFit) {
-  std::mt19937_64 rng(0x5eed0005);
-  const size_t areas[] = {64, 4097, 9 * 4096, 65 * 4096 + 1};
-  for (size_t area : areas) {
-    for (int round = 0; round < 30; ++round) {
-      SCOPED_TRACE(testing::Message() << "area " << area << " round " << round);
-      ChangeLog log(area);
-      std::vector<bool> model(log.lines());
-      // Sparse and dense rounds: pages with one line, and pages with more
-      // than the four lines listed without a loop.
-      const int marks = round % 3 == 0 ? 2 : round % 3 == 1 ? 40 : 400;
-      for (int m = 0; m < marks; ++m) {
-        const size_t line = rng() % log.lines();
-        const size_t count = round % 2 == 0 ? 1 : 1 + rng() % 9;
-        log.MarkLines(line, count);
-        for (size_t i = line; i < line + count && i < model.size(); ++i) model[i] = true;
+  const bool had_avx512 = UseAvx512LogScans(false);
+  for (const bool avx512 : {false, true}) {
+    UseAvx512LogScans(avx512);
+    std::mt19937_64 rng(0x5eed0005);
+    const size_t areas[] = {64, 4097, 9 * 4096, 65 * 4096 + 1};
+    for (size_t area : areas) {
+      for (int round = 0; round < 30; ++round) {
+        SCOPED_TRACE(testing::Message() << (avx512 ? "AVX-512 if present" : "portable") << " area "
+                                        << area << " round " << round);
+        ChangeLog log(area);
+        std::vector<bool> model(log.lines());
+        // Sparse and dense rounds: pages with one line, and pages with more
+        // than the four lines listed without a loop.
+        const int marks = round % 3 == 0 ? 2 : round % 3 == 1 ? 40 : 400;
+        for (int m = 0; m < marks; ++m) {
+          const size_t line = rng() % log.lines();
+          const size_t count = round % 2 == 0 ? 1 : 1 + rng() % 9;
+          log.MarkLines(line, count);
+          for (size_t i = line; i < line + count && i < model.size(); ++i) model[i] = true;
+        }
+        std::vector<uint32_t> want;
+        for (size_t i = 0; i < model.size(); ++i) {
+          if (model[i]) want.push_back(static_cast<uint32_t>(i));
+        }
+        const ChangeLog::TakenLines t = log.TakeLines(log.lines());
+        EXPECT_EQ(t.count, want.size());
+        EXPECT_EQ(std::vector<uint32_t>(t.lines.begin(), t.lines.end()), want);
+        LineSet from_pages(area);
+        for (size_t k = 0; k < t.pages.pages.size(); ++k) {
+          from_pages.AddMask(t.pages.pages[k], t.pages.masks[k]);
+        }
+        EXPECT_EQ(from_pages.CountLines(), want.size());
+        ExpectRawBytesZero(log);
+        if (HasFatalFailure()) break;
       }
-      std::vector<uint32_t> want;
-      for (size_t i = 0; i < model.size(); ++i) {
-        if (model[i]) want.push_back(static_cast<uint32_t>(i));
-      }
-      const ChangeLog::TakenLines t = log.TakeLines(log.lines());
-      EXPECT_EQ(t.count, want.size());
-      EXPECT_EQ(std::vector<uint32_t>(t.lines.begin(), t.lines.end()), want);
-      LineSet from_pages(area);
-      for (size_t k = 0; k < t.pages.pages.size(); ++k) {
-        from_pages.AddMask(t.pages.pages[k], t.pages.masks[k]);
-      }
-      EXPECT_EQ(from_pages.CountLines(), want.size());
-      ExpectRawBytesZero(log);
-      if (HasFatalFailure()) return;
     }
   }
+  UseAvx512LogScans(had_avx512);
+}
+
+// ListLines writes past the list's end, but never more than kListSlack
+// entries: pages of every line count from 1 to 64, each alone.
+TEST(ChangeLogListLinesTest, WritesNoFurtherThanTheSlack) {
+  const bool had_avx512 = UseAvx512LogScans(false);
+  for (const bool avx512 : {false, true}) {
+    UseAvx512LogScans(avx512);
+    for (size_t count = 1; count <= kLinesPerPage; ++count) {
+      SCOPED_TRACE(testing::Message()
+                   << (avx512 ? "AVX-512 if present" : "portable") << ", " << count << " lines");
+      // Every other line from 63 down, then the rest: order within the page
+      // must not matter.
+      uint64_t mask = 0;
+      for (size_t i = 0; i < count; ++i)
+        mask |= uint64_t{1} << (i < 32 ? 63 - 2 * i : 2 * (i - 32));
+      const uint32_t page = 5;
+      constexpr uint32_t kCanary = 0xdeadbeef;
+      std::vector<uint32_t> out(count + ChangeLog::kListSlack + 8, kCanary);
+      const size_t n = ChangeLog::ListLines(std::span<const uint32_t>(&page, 1),
+                                            std::span<const uint64_t>(&mask, 1), out.data());
+      ASSERT_EQ(n, count);
+      uint64_t listed = 0;
+      for (size_t i = 0; i < n; ++i) {
+        ASSERT_EQ(out[i] / kLinesPerPage, page);
+        if (i > 0) {
+          EXPECT_LT(out[i - 1], out[i]);
+        }
+        listed |= uint64_t{1} << (out[i] % kLinesPerPage);
+      }
+      EXPECT_EQ(listed, mask);
+      for (size_t i = count + ChangeLog::kListSlack; i < out.size(); ++i)
+        EXPECT_EQ(out[i], kCanary);
+    }
+  }
+  UseAvx512LogScans(had_avx512);
 }
 
 TEST(ChangeLogTakeLinesTest, MoreLinesThanAllowedComeAsPagesOnly) {
