@@ -42,6 +42,13 @@ class LineSet {
       AddLineRange(first, count);
     }
   }
+  // Adds runs of lines in address order (a range of anything with
+  // first_line and line_count: LineRun, wire::Run). The usual run of a
+  // sparse version, a line or a few within one page, costs no branch: the
+  // page is written to the list whether it is new or not, and the list's
+  // end moves only if it was.
+  template <typename Runs>
+  void AddRunsInOrder(const Runs& runs);
   void AddAll() { AddLines(0, lines_); }
   void Merge(const LineSet& other);
   // Removes the lines of `other`.
@@ -86,6 +93,37 @@ class LineSet {
 // others may read them). Returns bytes copied.
 size_t CopyPageLines(size_t page, uint64_t mask, const uint8_t* src, uint8_t* dst,
                      LineStores stores = LineStores::kByRunLength);
+
+template <typename Runs>
+void LineSet::AddRunsInOrder(const Runs& runs) {
+  size_t listed = listed_pages_.size();
+  const size_t count = runs.size();
+  // Room for one new page per run; a run across pages takes the general
+  // path, which lists its own pages.
+  listed_pages_.resize(listed + count);
+  size_t left = count;
+  for (const auto& run : runs) {
+    --left;
+    const size_t first = run.first_line;
+    const size_t n = run.line_count;
+    const size_t page = first / kLinesPerPage;
+    const size_t lo = first % kLinesPerPage;
+    if (lo + n > kLinesPerPage || first + n > lines_ || n == 0) [[unlikely]] {
+      listed_pages_.resize(listed);
+      AddLines(first, n);
+      listed = listed_pages_.size();
+      listed_pages_.resize(listed + left);
+      continue;
+    }
+    masks_[page] |= (n == kLinesPerPage ? ~uint64_t{0} : (uint64_t{1} << n) - 1) << lo;
+    uint64_t& word = listed_[page / 64];
+    const uint64_t bit = uint64_t{1} << (page % 64);
+    listed_pages_[listed] = static_cast<uint32_t>(page);
+    listed += (word & bit) == 0;
+    word |= bit;
+  }
+  listed_pages_.resize(listed);
+}
 
 template <typename Fn>
 void LineSet::ForEachRun(Fn&& fn) const {

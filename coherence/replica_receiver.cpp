@@ -95,8 +95,8 @@ ReplicaReceiver::Result ReplicaReceiver::OnData(const wire::Frame& frame, uint64
     }
     data += bytes;
     bytes_written_ += bytes;
-    changed_.AddLines(run.first_line, run.line_count);
   }
+  changed_.AddRunsInOrder(frame.runs);
   if (h.version > max_applied_) max_applied_ = h.version;
   word |= bit;
   last_frame_ns_ = now_ns;

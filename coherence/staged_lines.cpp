@@ -59,28 +59,7 @@ StagedCounts StageChanges(ChangeLog& log, const uint8_t* src, const StageMemory&
   return c;
 }
 
-void AddRuns(std::span<const LineRun> runs, LineSet* set) {
-  // Runs are in address order and mostly a line or two: gather each page's
-  // lines into one mask and add it once (a stage holds thousands of runs).
-  size_t page = SIZE_MAX;
-  uint64_t mask = 0;
-  for (const LineRun& r : runs) {
-    const size_t first = r.first_line;
-    const size_t count = r.line_count;
-    const size_t lo = first % kLinesPerPage;
-    if (first / kLinesPerPage != page) {
-      if (mask != 0) set->AddMask(page, mask);
-      page = first / kLinesPerPage;
-      mask = 0;
-    }
-    if (lo + count <= kLinesPerPage && first + count <= set->lines()) {
-      mask |= count == kLinesPerPage ? ~uint64_t{0} : ((uint64_t{1} << count) - 1) << lo;
-    } else {
-      set->AddLines(first, count);  // across pages (or past the end: clipped there)
-    }
-  }
-  if (mask != 0) set->AddMask(page, mask);
-}
+void AddRuns(std::span<const LineRun> runs, LineSet* set) { set->AddRunsInOrder(runs); }
 
 void ScatterRuns(std::span<const LineRun> runs, const uint8_t* bytes, uint8_t* dst,
                  LineStores stores) {

@@ -183,6 +183,57 @@ TEST(LineSetTest, AddLinesOutOfRangeOrEmptyIsIgnored) {
   EXPECT_TRUE(CollectRuns(zero).empty());
 }
 
+// AddRunsInOrder adds what AddLines would, run by run: single lines, runs
+// within a page, runs across pages and past the end, empty runs, pages the
+// set listed before and pages a run repeats; and each page is listed once.
+TEST(LineSetTest, AddRunsInOrderAddsWhatAddLinesWould) {
+  struct TestRun {
+    uint32_t first_line;
+    uint32_t line_count;
+  };
+  std::mt19937_64 rng(0x5eed0a11);
+  const size_t areas[] = {64, 4097, 9 * 4096, 65 * 4096 + 1};
+  for (size_t area : areas) {
+    for (int round = 0; round < 40; ++round) {
+      SCOPED_TRACE(testing::Message() << "area " << area << " round " << round);
+      LineSet set(area);
+      std::vector<bool> model(set.lines());
+      auto add_to_model = [&](size_t first, size_t count) {
+        for (size_t i = first; i < first + count && i < model.size(); ++i) model[i] = true;
+      };
+      // Some lines there before, the set reused after a Clear in odd rounds.
+      if (round % 2 == 1) {
+        set.AddLines(rng() % set.lines(), 70);
+        set.Clear();
+      }
+      for (int k = 0; k < round % 5; ++k) {
+        const size_t first = rng() % set.lines(), count = 1 + rng() % 3;
+        set.AddLines(first, count);
+        add_to_model(first, count);
+      }
+      std::vector<TestRun> runs;
+      size_t line = rng() % 8;
+      while (line < set.lines() + 80) {
+        const size_t pick = rng() % 10;
+        const size_t count = pick < 6 ? 1 : pick < 8 ? 2 + rng() % 6 : pick < 9 ? rng() % 130 : 0;
+        runs.push_back({static_cast<uint32_t>(line), static_cast<uint32_t>(count)});
+        add_to_model(line, count);
+        line += count + 1 + rng() % (round % 3 == 0 ? 3 : 200);
+      }
+      set.AddRunsInOrder(runs);
+      ExpectMatchesModel(set, model);
+      Pages listed;
+      set.ForEachPage([&](size_t page, uint64_t mask) { listed.emplace_back(page, mask); });
+      std::sort(listed.begin(), listed.end());
+      EXPECT_TRUE(
+          std::adjacent_find(listed.begin(), listed.end(), [](const auto& a, const auto& b) {
+            return a.first == b.first;
+          }) == listed.end());
+      if (HasFatalFailure()) return;
+    }
+  }
+}
+
 TEST(LineSetTest, AddAllOnAPartialLastPage) {
   LineSet set(3 * 4096 + 100);  // 194 lines
   set.AddAll();
