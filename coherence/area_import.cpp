@@ -94,6 +94,7 @@ bool AreaImport::Publish(uint64_t now_ns) {
     marks_->Mark(Stage::kPublished, receiver_.complete_version(), origin_host_, marks_->NowNs());
   }
   receiver_.Published();
+  published_ns_ = now_ns;
   // Not aimed at a spare yet: right now local readers still hold the version
   // before, and with two buffers that is the only spare. The next frame, or
   // the next turn, aims again.

@@ -101,6 +101,13 @@ class AreaImport {
   const VersionPublisher& publisher() const { return publisher_; }
   // The buffer frames of the next version go to; -1: the staging copy.
   int target() const { return target_; }
+  // Whether the replica published a version within SyncParams::spare_await_ns
+  // and has no spare for the next one yet (local readers hold it): its next
+  // turn should come soon, readers do not wake dsmd.
+  bool AwaitsSpare(uint64_t now_ns) const {
+    return target_ < 0 && !receiver_.assembling() && published_ns_ != 0 &&
+           now_ns - published_ns_ < params_.spare_await_ns;
+  }
 
  private:
   // Between versions: points the receiver at a spare buffer, or at the
@@ -136,6 +143,7 @@ class AreaImport {
   VersionPublisher publisher_;
   int target_ = -1;
   int forward_ = -1;  // the buffer frames also go to (AimForward); -1: none
+  uint64_t published_ns_ = 0;  // when the last version was published (0: none yet)
   uint64_t last_ack_ns_ = 0;
   uint32_t idle_reacks_ = 0;  // ACKs repeated since the last completion
   // The pass of frames coming now (a transfer's, or the resends a NACK asked

@@ -247,6 +247,7 @@ int64_t Daemon::IdleSleepNs(bool worked) {
   const bool woken_by_frames = rx_wake_fd_ >= 0;
   if (idle_turns_ < (woken_by_frames ? kSpinTurnsWithRxWake : kSpinTurnsBeforeSleep)) return 0;
   const uint64_t now = MonotonicNs();
+  if (remote_->ReplicaAwaitsSpare(now)) return static_cast<int64_t>(kSpareAwaitPollNs);
   const uint64_t cap = remote_->RecentlyActive(now) ? kActiveSleepMaxNs
                        : remote_->LongIdle(now)     ? kDeepIdleSleepMaxNs
                                                     : kIdleSleepMaxNs;

@@ -112,4 +112,11 @@ void RemoteSync::SendAck(const Replica& r, const AckReport& ack) {
                                      ack.missing.size_bytes()));
 }
 
+bool RemoteSync::ReplicaAwaitsSpare(uint64_t now_ns) const {
+  for (const auto& r : replicas_) {
+    if (r->area->AwaitsSpare(now_ns)) return true;
+  }
+  return false;
+}
+
 }  // namespace dsm

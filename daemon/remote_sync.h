@@ -66,6 +66,9 @@ class RemoteSync {
   // Whether a local writer published a version that the next turn would collect
   // and ship: the loop's last look before it sleeps with the doorbell armed.
   bool ExportDue(uint64_t now_ns) const;
+  // Whether a replica waits for local readers to leave its next spare
+  // (AreaImport::AwaitsSpare): the loop then sleeps only briefly.
+  bool ReplicaAwaitsSpare(uint64_t now_ns) const;
 
   // Control plane: a local client asks for `name`, which is not a local area.
   // Starts replicating it if another host has it. Returns a message for the

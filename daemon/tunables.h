@@ -52,6 +52,9 @@ inline constexpr uint64_t kDeepIdleSleepMaxNs = 4'000'000;
 // While a staged version waits for readers to free a buffer, dsmd looks again
 // this often (readers do not wake it).
 inline constexpr uint64_t kStageBlockedPollNs = 200'000;
+// While a replica waits for local readers to leave its next spare
+// (SyncParams::spare_await_ns), dsmd looks again this often.
+inline constexpr uint64_t kSpareAwaitPollNs = 50'000;
 // Turns without work before the first idle sleep.
 inline constexpr uint32_t kSpinTurnsBeforeSleep = 16;
 // The same where frames wake dsmd (RemoteSync::rx_wake_fd): it then sleeps

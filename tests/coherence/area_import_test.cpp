@@ -202,6 +202,39 @@ TEST_F(AreaImportTest, ASpareThatMissedFewLinesIsCaughtUpWhenATurnAimsAtIt) {
   EXPECT_EQ(host_.buffers[1], v6);
 }
 
+// Readers that still hold the only spare after a publish do not wake dsmd:
+// the replica says it awaits the spare, for spare_await_ns, so that a turn
+// comes soon and catches the spare up between versions.
+TEST_F(AreaImportTest, AfterAPublishItAwaitsTheSpareReadersHoldForABoundedTime) {
+  const Bytes v5 = ReceiveFirstVersion();
+  EXPECT_TRUE(import_.AwaitsSpare(kT0));  // a turn has not aimed yet
+  import_.Turn(kT0 + 1);
+  EXPECT_EQ(import_.target(), 0);
+  EXPECT_FALSE(import_.AwaitsSpare(kT0 + 1));
+  host_.pinned = 1u << 1;  // readers of version 5 (buffer 1) stay there
+  const Bytes v6 = Rewrite(v5, {10}, 0x66);
+  Deliver(import_, MakeFrames(Lines({10}), v6, 6, 5, false, 2, kFrameBytes), kT0 + 10);
+  ASSERT_EQ(host_.latest, 0u);
+  ASSERT_EQ(import_.target(), -1);
+  EXPECT_TRUE(import_.AwaitsSpare(kT0 + 10));
+  import_.Turn(kT0 + 20);  // buffer 1 is still pinned
+  EXPECT_EQ(import_.target(), -1);
+  EXPECT_TRUE(import_.AwaitsSpare(kT0 + 20));
+  host_.pinned = 0;  // the readers moved to version 6
+  import_.Turn(kT0 + 30);
+  EXPECT_EQ(import_.target(), 1);
+  EXPECT_EQ(host_.buffers[1], v6);  // caught up between versions
+  EXPECT_FALSE(import_.AwaitsSpare(kT0 + 30));
+
+  // Readers that stay on a buffer are waited for only spare_await_ns.
+  host_.pinned = 1u << 0;
+  const Bytes v7 = Rewrite(v6, {11}, 0x77);
+  Deliver(import_, MakeFrames(Lines({11}), v7, 7, 6, false, 3, kFrameBytes), kT0 + 40);
+  ASSERT_EQ(host_.latest, 1u);
+  EXPECT_TRUE(import_.AwaitsSpare(kT0 + 40 + kParams.spare_await_ns - 1));
+  EXPECT_FALSE(import_.AwaitsSpare(kT0 + 40 + kParams.spare_await_ns));
+}
+
 class AreaImportThreeBuffersTest : public AreaImportTest {
  protected:
   AreaImportThreeBuffersTest() : AreaImportTest(3) {}
