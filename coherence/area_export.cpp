@@ -357,7 +357,8 @@ bool AreaExport::ContinueSend(uint64_t now_ns) {
     rto_ns_ = params_.retransmit_timeout_ns +
               params_.retransmit_per_send_time * (now_ns - send_started_ns_);
     sender_.Sent(sending_, now_ns);
-    counters_->changed_bytes_out += sending_.lines->CountLines() * kLineBytes;
+    counters_->changed_bytes_out +=
+        uint64_t{plan_.lines_before.back()} * kLineBytes;  // the transfer's lines
     ++counters_->transfers_sent;
     loss_.OnTransferSent();
     const uint32_t id = sending_.transfer_id;
