@@ -108,6 +108,8 @@ class AreaImport {
     return target_ < 0 && !receiver_.assembling() && published_ns_ != 0 &&
            now_ns - published_ns_ < params_.spare_await_ns;
   }
+  // When the last version was published (0: none yet).
+  uint64_t published_ns() const { return published_ns_; }
 
  private:
   // Between versions: points the receiver at a spare buffer, or at the

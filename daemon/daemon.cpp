@@ -247,15 +247,23 @@ int64_t Daemon::IdleSleepNs(bool worked) {
   const bool woken_by_frames = rx_wake_fd_ >= 0;
   if (idle_turns_ < (woken_by_frames ? kSpinTurnsWithRxWake : kSpinTurnsBeforeSleep)) return 0;
   const uint64_t now = MonotonicNs();
-  if (remote_->ReplicaAwaitsSpare(now)) return static_cast<int64_t>(kSpareAwaitPollNs);
   const uint64_t cap = remote_->RecentlyActive(now) ? kActiveSleepMaxNs
                        : remote_->LongIdle(now)     ? kDeepIdleSleepMaxNs
                                                     : kIdleSleepMaxNs;
-  // Frames that come wake us: sleep until then, or until timers are due.
-  if (woken_by_frames) return static_cast<int64_t>(std::max(cap, kActiveSleepMaxWithRxWakeNs));
-  const uint32_t doublings =
-      std::min<uint32_t>((idle_turns_ - kSpinTurnsBeforeSleep) / kIdleTurnsPerDoubling, 8);
-  return static_cast<int64_t>(std::min<uint64_t>(kIdleSleepMinNs << doublings, cap));
+  uint64_t sleep_ns;
+  if (woken_by_frames) {
+    // Frames that come wake us: sleep until then, or until timers are due.
+    sleep_ns = std::max(cap, kActiveSleepMaxWithRxWakeNs);
+  } else {
+    const uint32_t doublings =
+        std::min<uint32_t>((idle_turns_ - kSpinTurnsBeforeSleep) / kIdleTurnsPerDoubling, 8);
+    sleep_ns = std::min<uint64_t>(kIdleSleepMinNs << doublings, cap);
+  }
+  // Readers that leave a replica's spare do not wake us.
+  if (const uint64_t spare = remote_->SpareAwaitSleepNs(now); spare != 0) {
+    sleep_ns = std::min(sleep_ns, spare);
+  }
+  return static_cast<int64_t>(sleep_ns);
 }
 
 int64_t Daemon::ArmDoorbell(int64_t sleep_ns) {

@@ -112,11 +112,14 @@ void RemoteSync::SendAck(const Replica& r, const AckReport& ack) {
                                      ack.missing.size_bytes()));
 }
 
-bool RemoteSync::ReplicaAwaitsSpare(uint64_t now_ns) const {
+uint64_t RemoteSync::SpareAwaitSleepNs(uint64_t now_ns) const {
+  uint64_t sleep_ns = 0;
   for (const auto& r : replicas_) {
-    if (r->area->AwaitsSpare(now_ns)) return true;
+    if (!r->area->AwaitsSpare(now_ns)) continue;
+    const uint64_t waited = std::max(kSpareAwaitPollNs, now_ns - r->area->published_ns());
+    sleep_ns = sleep_ns == 0 ? waited : std::min(sleep_ns, waited);
   }
-  return false;
+  return sleep_ns;
 }
 
 }  // namespace dsm

@@ -66,9 +66,12 @@ class RemoteSync {
   // Whether a local writer published a version that the next turn would collect
   // and ship: the loop's last look before it sleeps with the doorbell armed.
   bool ExportDue(uint64_t now_ns) const;
-  // Whether a replica waits for local readers to leave its next spare
-  // (AreaImport::AwaitsSpare): the loop then sleeps only briefly.
-  bool ReplicaAwaitsSpare(uint64_t now_ns) const;
+  // While a replica waits for local readers to leave its next spare
+  // (AreaImport::AwaitsSpare), how long the loop may sleep: as long as the
+  // wait lasted so far, at least kSpareAwaitPollNs (a few wakes per version
+  // even for readers that keep the spare for the whole wait). 0: no replica
+  // waits.
+  uint64_t SpareAwaitSleepNs(uint64_t now_ns) const;
 
   // Control plane: a local client asks for `name`, which is not a local area.
   // Starts replicating it if another host has it. Returns a message for the

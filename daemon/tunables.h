@@ -53,7 +53,8 @@ inline constexpr uint64_t kDeepIdleSleepMaxNs = 4'000'000;
 // this often (readers do not wake it).
 inline constexpr uint64_t kStageBlockedPollNs = 200'000;
 // While a replica waits for local readers to leave its next spare
-// (SyncParams::spare_await_ns), dsmd looks again this often.
+// (SyncParams::spare_await_ns), dsmd looks again after this long, then
+// after as long as it waited so far (50, 50, 100, 200 ... us).
 inline constexpr uint64_t kSpareAwaitPollNs = 50'000;
 // Turns without work before the first idle sleep.
 inline constexpr uint32_t kSpinTurnsBeforeSleep = 16;
