@@ -109,7 +109,7 @@ bool AreaExport::CollectStaged(uint64_t now_ns) {
   stage_written_ = false;
   // Its lines become the sender's collected set as they are (no copy).
   std::shared_ptr<LineSet> lines = sender_.NewSet();
-  AddRuns(s.runs, lines.get());
+  lines->AddRunsInOrder(s.runs);
   stage_lines_ = lines;
   stage_plan_ = wire::DataFrameWriter::Plan{};
   if (!shadow_.empty()) shadow_stale_.Merge(*lines);

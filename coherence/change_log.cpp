@@ -306,17 +306,6 @@ uint32_t* ChangeLog::ListRoom(size_t lines, size_t slack) {
   return taken_lines_.data();
 }
 
-ChangeLog::TakenLines ChangeLog::TakeLines(size_t at_most) {
-  TakenLines t;
-  t.pages = TakePages();
-  t.count = t.pages.lines;
-  if (t.count > at_most || t.count == 0) return t;
-  uint32_t* out = ListRoom(t.count, kListSlack);
-  ListLines(t.pages.pages, t.pages.masks, out);
-  t.lines = std::span<const uint32_t>(out, t.count);
-  return t;
-}
-
 void ChangeLog::Clear() {
   for (size_t g = NextMarkedGroup(0); g < groups_; g = NextMarkedGroup(g + 1)) {
     std::memset(words_.get() + g * kPagesPerSummary, 0, kPagesPerSummary * sizeof(uint64_t));

@@ -72,15 +72,6 @@ class ChangeLog {
   // Takes every mark, leaving the log empty; cost follows the number of
   // summary bytes set. The spans stay valid until the next call.
   TakenPages TakePages();
-  // TakePages(), and the marked lines counted; if there are at most
-  // `at_most`, also listed one by one in address order (a list a gather
-  // walks without a branch per page). The spans stay valid until the next call.
-  struct TakenLines {
-    TakenPages pages;
-    size_t count = 0;
-    std::span<const uint32_t> lines;  // empty if count > at_most
-  };
-  TakenLines TakeLines(size_t at_most);
 
   // Lists the lines of `pages` (with their `masks`) at `out`, in address
   // order, and returns how many. `out` needs room for kListSlack more
@@ -112,7 +103,7 @@ class ChangeLog {
   // TakePages()'s result, allocated on its first call.
   std::vector<uint32_t> taken_pages_;
   std::vector<uint64_t> taken_masks_;
-  std::vector<uint32_t> taken_lines_;  // TakeLines()'s list, plus slack
+  std::vector<uint32_t> taken_lines_;  // ListRoom()'s list
 };
 
 }  // namespace dsm

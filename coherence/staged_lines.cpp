@@ -59,8 +59,6 @@ StagedCounts StageChanges(ChangeLog& log, const uint8_t* src, const StageMemory&
   return c;
 }
 
-void AddRuns(std::span<const LineRun> runs, LineSet* set) { set->AddRunsInOrder(runs); }
-
 void ScatterRuns(std::span<const LineRun> runs, const uint8_t* bytes, uint8_t* dst,
                  LineStores stores) {
   for (const LineRun& r : runs) {

@@ -51,8 +51,6 @@ inline size_t StageCapacityLines(size_t lines) { return lines / 16 > 64 ? lines 
 StagedCounts StageChanges(ChangeLog& log, const uint8_t* src, const StageMemory& stage,
                           bool as_masks = false);
 
-// Adds the lines of `runs` to `set`.
-void AddRuns(std::span<const LineRun> runs, LineSet* set);
 // Copies the stage's line bytes to their places in `dst` (area memory).
 void ScatterRuns(std::span<const LineRun> runs, const uint8_t* bytes, uint8_t* dst,
                  LineStores stores);

@@ -70,7 +70,7 @@ void VersionPublisher::RecordPublished(const LineSet& written, uint32_t target, 
 size_t VersionPublisher::PublishRuns(std::span<const LineRun> runs, const uint8_t* bytes,
                                      uint32_t target, const uint8_t* latest, uint8_t* dst) {
   written_.Clear();
-  AddRuns(runs, &written_);
+  written_.AddRunsInOrder(runs);
   ScatterRuns(runs, bytes, dst, LineStores::kByRunLength);
   size_t copied = 0;
   for (const LineRun& r : runs) copied += size_t{r.line_count} * kLineBytes;

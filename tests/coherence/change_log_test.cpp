@@ -554,11 +554,18 @@ TEST(ChangeLogTakePagesTest, DrainsWhatAbsorbBroughtIn) {
   EXPECT_TRUE(b.Empty());
 }
 
-// --- TakeLines ------------------------------------------------------------------------
+// --- TakePages and ListLines, as a publish uses them ------------------------------------
+
+// The marked lines, taken and listed as StageChanges does.
+std::vector<uint32_t> ListTaken(const ChangeLog::TakenPages& taken) {
+  std::vector<uint32_t> out(taken.lines + ChangeLog::kListSlack);
+  out.resize(ChangeLog::ListLines(taken.pages, taken.masks, out.data()));
+  return out;
+}
 
 // Both forms of the scans (AVX-512 where the CPU has it, and portable) must
-// list the same lines.
-TEST(ChangeLogTakeLinesTest, ListsEveryMarkedLineInOrderWhenTheyFit) {
+// count and list the same lines.
+TEST(ChangeLogListLinesTest, ListsEveryTakenLineInOrder) {
   const bool had_avx512 = UseAvx512LogScans(false);
   for (const bool avx512 : {false, true}) {
     UseAvx512LogScans(avx512);
@@ -583,13 +590,11 @@ TEST(ChangeLogTakeLinesTest, ListsEveryMarkedLineInOrderWhenTheyFit) {
         for (size_t i = 0; i < model.size(); ++i) {
           if (model[i]) want.push_back(static_cast<uint32_t>(i));
         }
-        const ChangeLog::TakenLines t = log.TakeLines(log.lines());
-        EXPECT_EQ(t.count, want.size());
-        EXPECT_EQ(std::vector<uint32_t>(t.lines.begin(), t.lines.end()), want);
+        const ChangeLog::TakenPages t = log.TakePages();
+        EXPECT_EQ(t.lines, want.size());
+        EXPECT_EQ(ListTaken(t), want);
         LineSet from_pages(area);
-        for (size_t k = 0; k < t.pages.pages.size(); ++k) {
-          from_pages.AddMask(t.pages.pages[k], t.pages.masks[k]);
-        }
+        for (size_t k = 0; k < t.pages.size(); ++k) from_pages.AddMask(t.pages[k], t.masks[k]);
         EXPECT_EQ(from_pages.CountLines(), want.size());
         ExpectRawBytesZero(log);
         if (HasFatalFailure()) break;
@@ -635,22 +640,21 @@ TEST(ChangeLogListLinesTest, WritesNoFurtherThanTheSlack) {
   UseAvx512LogScans(had_avx512);
 }
 
-TEST(ChangeLogTakeLinesTest, MoreLinesThanAllowedComeAsPagesOnly) {
+TEST(ChangeLogTakePagesTest, CountsTheLinesOfEveryPageItTakes) {
   ChangeLog log(16 * 4096);
   log.MarkLines(10, 100);
-  const ChangeLog::TakenLines t = log.TakeLines(99);
-  EXPECT_EQ(t.count, 100u);
-  EXPECT_TRUE(t.lines.empty());
-  ASSERT_EQ(t.pages.pages.size(), 2u);
-  EXPECT_EQ(t.pages.masks[0], ~uint64_t{0} << 10);
-  EXPECT_EQ(t.pages.masks[1], (uint64_t{1} << 46) - 1);
+  const ChangeLog::TakenPages t = log.TakePages();
+  EXPECT_EQ(t.lines, 100u);
+  ASSERT_EQ(t.pages.size(), 2u);
+  EXPECT_EQ(t.masks[0], ~uint64_t{0} << 10);
+  EXPECT_EQ(t.masks[1], (uint64_t{1} << 46) - 1);
   EXPECT_TRUE(log.Empty());
 
   log.MarkLines(7, 1);
-  const ChangeLog::TakenLines one = log.TakeLines(1);
-  EXPECT_EQ(one.count, 1u);
-  EXPECT_EQ(std::vector<uint32_t>(one.lines.begin(), one.lines.end()), std::vector<uint32_t>{7});
-  EXPECT_EQ(log.TakeLines(10).count, 0u);
+  const ChangeLog::TakenPages one = log.TakePages();
+  EXPECT_EQ(one.lines, 1u);
+  EXPECT_EQ(ListTaken(one), std::vector<uint32_t>{7});
+  EXPECT_EQ(log.TakePages().lines, 0u);
 }
 
 // --- Large areas ------------------------------------------------------------------

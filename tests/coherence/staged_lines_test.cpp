@@ -120,7 +120,7 @@ TEST(StageChangesTest, AWithdrawnVersionsMasksAreJoinedNotReplaced) {
   EXPECT_EQ(MaskLines(stage.masks), (std::vector<size_t>{0, 2, 70}));
 }
 
-TEST(AddRunsTest, AddsExactlyTheLinesOfEveryRun) {
+TEST(StagedRunsTest, AddRunsInOrderAddsExactlyTheLinesOfAStagesRuns) {
   std::mt19937_64 rng(0xadd5);
   // A partial last page (and line): runs that end at the area's last line.
   const size_t area_bytes = 300 * kLinesPerPage * kLineBytes + 5 * kLineBytes + 17;
@@ -137,7 +137,7 @@ TEST(AddRunsTest, AddsExactlyTheLinesOfEveryRun) {
     }
     LineSet expected(area_bytes), got(area_bytes);
     for (const LineRun& r : runs) expected.AddLines(r.first_line, r.line_count);
-    AddRuns(runs, &got);
+    got.AddRunsInOrder(runs);
     ASSERT_TRUE(got.SameLines(expected)) << "trial " << trial;
     ASSERT_EQ(got.CountLines(), expected.CountLines());
   }
