@@ -399,6 +399,7 @@ void AreaDirectory::StartArea(uint32_t index, const AreaLayout& l, uint64_t now_
   a.bytes_published.store(0);
   a.bytes_caught_up.store(0);
   a.staged_publishes.store(0);
+  a.staged_in_place.store(0);
   a.publish_ns_total.store(0);
   a.publish_ns_max.store(0);
   a.tracking.store(0);

@@ -66,8 +66,16 @@ bool StageApplier::Apply(uint64_t now_ns, bool shipping) {
       !Wanted()) {
     return false;
   }
-  const int target = PickTargetBuffer(
-      area_->buffer_count, UnpackLatest(area_->latest.load()).buffer, PinnedBuffers(*area_));
+  const uint32_t latest = UnpackLatest(area_->latest.load()).buffer;
+  const uint32_t pinned = PinnedBuffers(*area_);
+  // With no reader on this host, and no pin on the latest buffer (not even
+  // the export's: it drops it once every host holds that version), nothing
+  // can read the latest buffer while this turn writes it: the version goes
+  // there in place, and no spare has to be kept up with the versions.
+  const bool in_place =
+      latest < area_->buffer_count && (pinned & (1u << latest)) == 0 && OnlyDaemonReads(*area_);
+  const int target =
+      in_place ? static_cast<int>(latest) : PickTargetBuffer(area_->buffer_count, latest, pinned);
   if (target < 0) {
     // Readers pin every spare (or our own export pin does: that one goes at
     // the next turn). The version waits here, counted once as deferred; the
@@ -91,7 +99,6 @@ bool StageApplier::Apply(uint64_t now_ns, bool shipping) {
   const uint64_t version = area_->stage_version;
   const bool claimed = claim_.active && claim_.version == version && !as_masks;
   const std::span<const LineRun> runs(stage_.runs, area_->stage_runs);
-  const uint32_t latest = UnpackLatest(area_->latest.load()).buffer;
   uint8_t* dst = buffers_[target];
   {
     ExportGuard guard(*area_);  // the same protocol as a writer's own publish
@@ -117,6 +124,7 @@ bool StageApplier::Apply(uint64_t now_ns, bool shipping) {
     if (claimed) SetPin(*area_, claim_.reader_slot, static_cast<uint32_t>(target));
   }
   area_->staged_publishes.fetch_add(1, std::memory_order_relaxed);
+  if (in_place) area_->staged_in_place.fetch_add(1, std::memory_order_relaxed);
   if (claimed) {
     // Frames are still read from the stage: the export gives it back.
     claim_.buffer = target;
@@ -127,7 +135,9 @@ bool StageApplier::Apply(uint64_t now_ns, bool shipping) {
     area_->stage_state.store(static_cast<uint32_t>(StageState::kEmpty));
   }
   WakeStageWaiters(*area_);
-  catch_up_owed_ = true;
+  // (In place: the spares only learn what they lack. A reader that attaches
+  // later makes the next version go to one of them, which then copies it.)
+  catch_up_owed_ = !in_place;
   return true;
 }
 

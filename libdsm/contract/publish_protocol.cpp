@@ -42,6 +42,14 @@ uint32_t PinnedBuffers(const AreaControl& area) {
   return pinned;
 }
 
+bool OnlyDaemonReads(const AreaControl& area) {
+  for (uint32_t s = 0; s < kMaxReadersPerArea; ++s) {
+    const uint32_t client = area.reader_client[s].load();
+    if (client != 0 && client != kDaemonClientId) return false;
+  }
+  return true;
+}
+
 int ChoosePublishTarget(AreaControl& area) {
   const LatestVersion latest = UnpackLatest(area.latest.load());
   const int target = PickTargetBuffer(area.buffer_count, latest.buffer, PinnedBuffers(area));

@@ -17,6 +17,11 @@ namespace dsm {
 // Buffers some reader pins (bit i = buffer i).
 uint32_t PinnedBuffers(const AreaControl& area);
 
+// Whether no process but dsmd can read the area's buffers: no reader slot is
+// held by a client. dsmd assigns slots at attach, in its own thread, and a
+// process pins a buffer only through its slot.
+bool OnlyDaemonReads(const AreaControl& area);
+
 // The buffer the next version goes to, or -1 when readers pin every spare
 // (counted in publishes_deferred).
 int ChoosePublishTarget(AreaControl& area);

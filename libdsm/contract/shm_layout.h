@@ -16,7 +16,7 @@
 namespace dsm {
 
 inline constexpr uint64_t kControlMagic = 0x4d53442d4c54434eULL;  // "NCTL-DSM"
-inline constexpr uint32_t kLayoutVersion = 18;
+inline constexpr uint32_t kLayoutVersion = 19;
 inline constexpr uint32_t kNoBuffer = 0xff;
 // A reader's pin word: the buffer it maps (low byte) and the one it is moving to
 // (second byte); kNoBuffer in a byte pins nothing.
@@ -136,6 +136,9 @@ struct alignas(64) AreaControl {
   std::atomic<uint64_t> bytes_caught_up;
   // Of `publishes`: versions dsmd wrote from the stage (it counts them).
   std::atomic<uint64_t> staged_publishes;
+  // Of those, written in place into the latest buffer: no process on this
+  // host could read it meanwhile (StageApplier).
+  std::atomic<uint64_t> staged_in_place;
   std::atomic<uint64_t> publish_ns_total;
   std::atomic<uint64_t> publish_ns_max;
   // Page tracking (dsm_alloc_opts.tracking): set by the writer after mapping.

@@ -6,7 +6,8 @@
 // each publish the writer brings the spare no reader holds up to date ahead of
 // the next one: a fast and a slow reader (which keeps its buffer pinned a
 // while, so that spare is sometimes taken) must see each version exactly as
-// the writer hashed it.
+// the writer hashed it. Last, a writer with no reader on its host, whose
+// versions dsmd writes in place, until a reader attaches.
 #include <gtest/gtest.h>
 #include <xxhash.h>
 
@@ -293,6 +294,131 @@ TEST(Versions, SparseVersionsStayWholeWhenDsmdWritesThemFromTheStage) {
   // The default: the writer logs explicitly, so every version goes through the stage.
   const Publishes p = SparseVersionsStayWhole({});
   EXPECT_EQ(p.staged, p.all) << "not every version went through the stage";
+}
+
+// ---- A writer alone on its host: dsmd writes its versions in place --------
+
+constexpr uint64_t kAloneVersions = 600;
+constexpr uint64_t kAloneFirstPart = 300;
+
+struct AloneBoard {
+  std::atomic<uint64_t> hash[kAloneVersions + 1];  // the writer's XXH3 of each version
+  std::atomic<bool> first_part_done{false};
+  std::atomic<bool> reader_attached{false};
+  std::atomic<bool> writer_done{false};
+  std::atomic<bool> writer_may_exit{false};
+  uint64_t attach_version = 0;
+  bool attach_version_whole = false;
+  SparseReport reader;
+};
+
+// Sparse versions, as SparseWriter's; after the first part it waits for a
+// reader to attach, then publishes the rest.
+int AloneWriter(AloneBoard* b) {
+  if (dsm_init(nullptr) != DSM_OK) return 10;
+  void* p = nullptr;
+  if (dsm_alloc("versions/alone", kSparseBytes, nullptr, &p) != DSM_OK) return 11;
+  auto* words = static_cast<uint64_t*>(p);
+  std::mt19937_64 rng(12);
+  for (uint64_t v = 1; v <= kAloneVersions; ++v) {
+    if (v == kAloneFirstPart + 1) {
+      b->first_part_done = true;
+      if (!testing::WaitFor([&] { return b->reader_attached.load(); }, 60000)) return 14;
+    }
+    for (size_t n = 0; n < kSparseLinesPerVersion; ++n) {
+      const size_t line = rng() % kSparseLines;
+      for (size_t w = 0; w < 8; ++w) words[line * 8 + w] = v * 1000003 + line * 8 + w;
+      if (dsm_log(&words[line * 8], 64) != DSM_OK) return 12;
+    }
+    b->hash[v].store(XXH3_64bits(p, kSparseBytes));
+    if (testing::PublishRetrying(p) != DSM_OK || dsm_version(p) != v) return 13;
+  }
+  b->writer_done = true;
+  testing::WaitFor([&] { return b->writer_may_exit.load(); }, 60000);
+  dsm_fini();
+  return 0;
+}
+
+int AloneReader(AloneBoard* b) {
+  if (dsm_init(nullptr) != DSM_OK) return 20;
+  const void* p = nullptr;
+  if (dsm_attach("versions/alone", 10000, &p, nullptr) != DSM_OK) return 21;
+  b->attach_version = dsm_version(p);
+  b->attach_version_whole = XXH3_64bits(p, kSparseBytes) == b->hash[b->attach_version].load();
+  b->reader_attached = true;
+  SparseReport& r = b->reader;
+  uint64_t last = b->attach_version;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (std::chrono::steady_clock::now() < deadline) {
+    dsm_service();
+    const uint64_t v = dsm_version(p);
+    if (v < last) ++r.backwards;
+    if (v != last) {
+      ++r.versions_checked;
+      if (XXH3_64bits(p, kSparseBytes) != b->hash[v].load()) ++r.mismatched;
+    }
+    last = v;
+    if (b->writer_done && v == kAloneVersions) break;
+  }
+  r.final_version = dsm_version(p);
+  dsm_fini();
+  return 0;
+}
+
+// The counters `dsmctl --json areas` shows for area `name` (null if none).
+nlohmann::json AreaCounters(const DsmdProcess& daemon, const std::string& name) {
+  const char* dsmctl = std::getenv("DSM_DSMCTL");
+  const nlohmann::json status = nlohmann::json::parse(
+      testing::Capture(std::string(dsmctl ? dsmctl : "dsmctl") + " --socket " +
+                       daemon.socket_path() + " --json areas 2>/dev/null"),
+      nullptr, false);
+  if (status.is_discarded()) return nullptr;
+  for (const auto& a : status["areas"]) {
+    if (a["name"] == name) return a;
+  }
+  return nullptr;
+}
+
+TEST(Versions, AWriterAloneOnItsHostHasItsVersionsWrittenInPlaceUntilAReaderAttaches) {
+  DsmdProcess daemon({"--region-size", "64M"});
+  ASSERT_TRUE(daemon.ok());
+  daemon.ExportSocket();
+  Shared<AloneBoard> board;
+  const pid_t w = Spawn([&] { return AloneWriter(&*board); });
+  ASSERT_TRUE(testing::WaitFor([&] { return board->first_part_done.load(); }, 60000));
+  // dsmd writes the last version of the first part soon after its post.
+  nlohmann::json before;
+  testing::WaitFor(
+      [&] {
+        before = AreaCounters(daemon, "versions/alone");
+        return !before.is_null() && before["staged_publishes"].get<uint64_t>() == kAloneFirstPart;
+      },
+      10000);
+  ASSERT_FALSE(before.is_null()) << "dsmctl --json areas";
+  // Nobody read the area: every version went into the latest buffer, and no
+  // spare was kept up with them.
+  EXPECT_EQ(before["staged_publishes"].get<uint64_t>(), kAloneFirstPart);
+  EXPECT_EQ(before["staged_in_place"].get<uint64_t>(), kAloneFirstPart);
+  EXPECT_EQ(before["bytes_caught_up"].get<uint64_t>(), 0u);
+
+  const pid_t r = Spawn([&] { return AloneReader(&*board); });
+  EXPECT_EQ(Reap(r, 90000), 0);
+  const nlohmann::json after = AreaCounters(daemon, "versions/alone");
+  board->writer_may_exit = true;
+  EXPECT_EQ(Reap(w, 90000), 0);
+
+  // The reader found the buffer written in place whole, and every version
+  // after, which went to spares, too.
+  EXPECT_EQ(board->attach_version, kAloneFirstPart);
+  EXPECT_TRUE(board->attach_version_whole) << "the version a reader attached to differs";
+  EXPECT_EQ(board->reader.mismatched, 0u) << "a reader saw a version other than the writer's";
+  EXPECT_EQ(board->reader.backwards, 0u);
+  EXPECT_GT(board->reader.versions_checked, 10u);
+  EXPECT_EQ(board->reader.final_version, kAloneVersions);
+  ASSERT_FALSE(after.is_null()) << "dsmctl --json areas";
+  EXPECT_EQ(after["staged_publishes"].get<uint64_t>(), kAloneVersions);
+  EXPECT_EQ(after["staged_in_place"].get<uint64_t>(), kAloneFirstPart)
+      << "a version went in place while a reader was attached";
 }
 
 }  // namespace
