@@ -187,7 +187,7 @@ int Daemon::Run() {
     // Other hosts first: a staged version is framed for them straight from
     // the stage (AreaExport::CollectStaged) before it is written here.
     const bool shipped = remote_ && remote_->Poll(MonotonicNs());
-    bool worked = stages_->Turn(MonotonicNs(), shipped);
+    bool worked = stages_->Turn(MonotonicNs(), {.shipping = shipped, .may_wait_for_pin = true});
     // Catch-ups once frames for other hosts are out: off their path.
     if (!shipped) stages_->CatchUps();
     worked |= shipped;

@@ -60,10 +60,15 @@ void StageApplier::ReleaseClaim() {
   WakeStageWaiters(*area_);
 }
 
-bool StageApplier::Apply(uint64_t now_ns, bool shipping) {
+bool StageApplier::Apply(uint64_t now_ns, ApplyTurn turn) {
+  awaiting_pin_ = false;
   if (!Posted()) return false;
-  if (shipping && claim_.active && claim_.buffer < 0 && claim_.version == area_->stage_version &&
-      !Wanted()) {
+  const bool as_masks = area_->stage_kind == static_cast<uint32_t>(StageKind::kMasks);
+  // Nobody waits for a version posted as lines until the writer wants the
+  // stage back (one posted as masks: the writer waits for it).
+  const bool may_wait = !as_masks && !Wanted();
+  if (turn.shipping && may_wait && claim_.active && claim_.buffer < 0 &&
+      claim_.version == area_->stage_version) {
     return false;
   }
   const uint32_t latest = UnpackLatest(area_->latest.load()).buffer;
@@ -72,8 +77,13 @@ bool StageApplier::Apply(uint64_t now_ns, bool shipping) {
   // the export's: it drops it once every host holds that version), nothing
   // can read the latest buffer while this turn writes it: the version goes
   // there in place, and no spare has to be kept up with the versions.
+  const bool only_daemon = OnlyDaemonReads(*area_);
   const bool in_place =
-      latest < area_->buffer_count && (pinned & (1u << latest)) == 0 && OnlyDaemonReads(*area_);
+      latest < area_->buffer_count && (pinned & (1u << latest)) == 0 && only_daemon;
+  if (!in_place && only_daemon && may_wait && turn.may_wait_for_pin) {
+    awaiting_pin_ = true;
+    return false;
+  }
   const int target =
       in_place ? static_cast<int>(latest) : PickTargetBuffer(area_->buffer_count, latest, pinned);
   if (target < 0) {
@@ -87,7 +97,6 @@ bool StageApplier::Apply(uint64_t now_ns, bool shipping) {
     }
     return false;
   }
-  const bool as_masks = area_->stage_kind == static_cast<uint32_t>(StageKind::kMasks);
   if (as_masks) {
     // Its lines are read from the writer copy: only while the writer waits.
     uint32_t expected = static_cast<uint32_t>(StageState::kPosted);
@@ -162,7 +171,7 @@ std::shared_ptr<StageApplier> StageAppliers::Find(uint32_t index) const {
   return it == appliers_.end() ? nullptr : it->second;
 }
 
-bool StageAppliers::Turn(uint64_t now_ns, bool shipping) {
+bool StageAppliers::Turn(uint64_t now_ns, ApplyTurn turn) {
   bool applied = false;
   for (auto it = appliers_.begin(); it != appliers_.end();) {
     const AreaControl& a = segment_->areas[it->first];
@@ -171,7 +180,7 @@ bool StageAppliers::Turn(uint64_t now_ns, bool shipping) {
       it = appliers_.erase(it);  // the slot went to another area
       continue;
     }
-    applied |= it->second->Apply(now_ns, shipping);
+    applied |= it->second->Apply(now_ns, turn);
     ++it;
   }
   return applied;
@@ -183,7 +192,7 @@ void StageAppliers::CatchUps() {
 
 bool StageAppliers::AnyDue() const {
   for (const auto& [index, applier] : appliers_) {
-    if (applier->Posted() && !applier->Blocked()) return true;
+    if (applier->Posted() && !applier->Blocked() && !applier->AwaitingPin()) return true;
   }
   return false;
 }

@@ -19,24 +19,40 @@
 
 namespace dsm {
 
+// When a turn may put off a version posted as lines: nothing on this host
+// waits for it until the writer wants the stage back.
+struct ApplyTurn {
+  // dsmd is sending frames to other hosts this turn: a version the export
+  // claimed (its frames read from the stage), written now, would hold up
+  // the frames that carry it.
+  bool shipping = false;
+  // The loop comes back (woken by frames, or by the writer's doorbell): a
+  // version that could go in place but for dsmd's own pin on the latest
+  // buffer (its export's, until every host holds that version and the
+  // device has sent what read it) waits for that pin to go, rather than go
+  // to a spare that missed every version since it was last written. (The
+  // export may claim it meanwhile, and frame it from the stage.)
+  bool may_wait_for_pin = false;
+};
+
 // One area's applier.
 class StageApplier {
  public:
   StageApplier(AreaControl* area, uint8_t* backing);
 
-  // Writes the posted version into a spare buffer, if one is posted and a
-  // spare is free (else marks the stage blocked). Returns whether it did.
-  // `shipping`: dsmd is sending frames to other hosts this turn; a version
-  // the export claimed (its frames read from the stage) then waits, unless
-  // the writer waits for the stage: written now, it would hold up the
-  // frames that carry it.
-  bool Apply(uint64_t now_ns, bool shipping = false);
+  // Writes the posted version into a spare buffer (or in place, see
+  // Apply's body), if one is posted and a spare is free (else marks the
+  // stage blocked). Returns whether it did. `turn`: whether a claimed
+  // version may wait.
+  bool Apply(uint64_t now_ns, ApplyTurn turn = {});
   // Brings the buffer the next version will likely go to up to the version
   // applied last (as a writer's publish does after its version is out), if
   // it is owed one. Apart from Apply, so that frames for other hosts go first.
   void CatchUp();
   bool Posted() const;
   bool Blocked() const { return area_->stage_blocked.load() != 0; }
+  // The posted version waits for dsmd's own pin to go (ApplyTurn).
+  bool AwaitingPin() const { return awaiting_pin_; }
   uint32_t generation() const { return generation_; }
 
   // The export's claim on a posted version (ExportHost::ClaimStage): it is
@@ -69,6 +85,7 @@ class StageApplier {
   uint8_t* buffers_[kMaxReaderBuffers] = {};  // the area's reader buffers
   LineSet masked_;  // a version posted as masks
   bool catch_up_owed_ = false;
+  bool awaiting_pin_ = false;
   StageClaim claim_;
 };
 
@@ -82,12 +99,13 @@ class StageAppliers {
   // Area `index`'s applier if it has a stage (for its export to claim from).
   std::shared_ptr<StageApplier> Find(uint32_t index) const;
   // Applies every posted version (call before the area's memory may go: a
-  // free, a writer gone). `shipping`: as StageApplier::Apply's (claimed
-  // versions may wait). Returns whether anything was applied.
-  bool Turn(uint64_t now_ns, bool shipping = false);
+  // free, a writer gone: the default `turn`, where nothing waits). Returns
+  // whether anything was applied.
+  bool Turn(uint64_t now_ns, ApplyTurn turn = {});
   // The catch-ups the last Turn left (StageApplier::CatchUp).
   void CatchUps();
-  // A posted version waits that a turn could apply now.
+  // A posted version waits that a turn could apply now (not one waiting for
+  // dsmd's pin: frames or the writer's doorbell wake dsmd for that).
   bool AnyDue() const;
   // A posted version waits for readers to free a buffer: dsmd must look again
   // soon, as readers do not wake it.
