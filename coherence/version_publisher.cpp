@@ -20,6 +20,7 @@ VersionPublisher::VersionPublisher(size_t area_bytes, uint32_t buffer_count, Lin
     : area_bytes_(area_bytes),
       stores_(stores),
       pending_(buffer_count, LineSet(area_bytes)),
+      lacks_all_(buffer_count, false),
       written_(area_bytes) {}
 
 size_t VersionPublisher::Publish(ChangeLog& dirty, uint32_t target, const uint8_t* src,
@@ -52,6 +53,7 @@ size_t VersionPublisher::CopyLacking(const LineSet& written, uint32_t target, co
     copied += CopyPageLines(page, mask & ~written.mask(page), latest, dst, stores_);
   });
   todo.Clear();
+  lacks_all_[target] = false;
   StoreFence();  // the streaming copies, and the caller's lines in `written`
   return copied;
 }
@@ -75,6 +77,21 @@ size_t VersionPublisher::PublishRuns(std::span<const LineRun> runs, const uint8_
   size_t copied = 0;
   for (const LineRun& r : runs) copied += size_t{r.line_count} * kLineBytes;
   return copied + PublishInPlace(written_, target, latest, dst);
+}
+
+size_t VersionPublisher::PublishRunsInPlace(std::span<const LineRun> runs, const uint8_t* bytes,
+                                            uint32_t target, uint8_t* dst) {
+  ScatterRuns(runs, bytes, dst, LineStores::kByRunLength);
+  StoreFence();
+  for (uint32_t b = 0; b < pending_.size(); ++b) {
+    if (b == target || lacks_all_[b]) continue;
+    pending_[b].AddAll();
+    lacks_all_[b] = true;
+  }
+  size_t copied = 0;
+  for (const LineRun& r : runs) copied += size_t{r.line_count} * kLineBytes;
+  last_version_lines_ = copied / kLineBytes;
+  return copied;
 }
 
 void VersionPublisher::MarkAllPending() {
@@ -116,6 +133,7 @@ size_t VersionPublisher::CopyPending(uint32_t target, const uint8_t* src, uint8_
                             stores);
   }
   todo.Clear();
+  lacks_all_[target] = false;
   StoreFence();
   return copied;
 }

@@ -109,6 +109,14 @@ class VersionPublisher {
   size_t PublishRuns(std::span<const LineRun> runs, const uint8_t* bytes, uint32_t target,
                      const uint8_t* latest, uint8_t* dst);
   const LineSet& last_written() const { return written_; }
+  // For a staged version nothing but the caller can read meanwhile (dsmd's
+  // StageApplier, no reader on its host): writes its lines into `target`,
+  // the latest buffer, in place (it lacks nothing else). The other buffers
+  // learn nothing line by line: they lack the whole area from then on, and
+  // their next publish copies it from the latest buffer (after a reader
+  // attached). Returns the bytes copied; last_written() is not kept.
+  size_t PublishRunsInPlace(std::span<const LineRun> runs, const uint8_t* bytes, uint32_t target,
+                            uint8_t* dst);
   // Forgets what each buffer holds: every line pending everywhere (the next
   // publish into a buffer copies the whole area). For a writer taking the
   // buffers back from a dsmd that is gone.
@@ -125,6 +133,9 @@ class VersionPublisher {
   size_t area_bytes_;
   LineStores stores_;
   std::vector<LineSet> pending_;
+  // Per buffer: its pending set is the whole area (PublishRunsInPlace), so
+  // nothing needs adding to it.
+  std::vector<bool> lacks_all_;
   LineSet written_;  // PublishRuns: the version's lines
   size_t last_version_lines_ = 0;
 };

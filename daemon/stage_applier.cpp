@@ -113,18 +113,25 @@ bool StageApplier::Apply(uint64_t now_ns, ApplyTurn turn) {
     ExportGuard guard(*area_);  // the same protocol as a writer's own publish
     size_t bytes;
     const LineSet* lines;
+    const bool log_for_export =
+        !claimed && area_->export_pages != 0 && area_->export_enabled.load();
     if (as_masks) {
       masked_.Clear();
       TakeMasks(stage_.masks, stage_.pages, &masked_);
       bytes = publisher_.PublishLines(masked_, static_cast<uint32_t>(target),
                                       backing_ + area_->writer_offset, dst);
       lines = &masked_;
+    } else if (in_place) {
+      bytes = publisher_.PublishRunsInPlace(runs, stage_.bytes, static_cast<uint32_t>(target), dst);
+      masked_.Clear();
+      if (log_for_export) masked_.AddRunsInOrder(runs);  // (claimed: the export has them)
+      lines = &masked_;
     } else {
       bytes = publisher_.PublishRuns(runs, stage_.bytes, static_cast<uint32_t>(target),
                                      buffers_[latest], dst);
       lines = &publisher_.last_written();
     }
-    if (!claimed && area_->export_pages != 0 && area_->export_enabled.load()) {
+    if (log_for_export) {
       ExportChanges(*area_, reinterpret_cast<uint64_t*>(backing_ + area_->export_offset), *lines,
                     version);
     }

@@ -225,10 +225,17 @@ class WriterHost : public ExportHost, public ExportFrameOut {
       return false;
     }
     const auto t = static_cast<uint32_t>(target);
-    publisher_.PublishRuns(std::span<const LineRun>(stage_runs_.data(), stage_run_count_),
-                           stage_bytes_.data(), t, buffers_[latest_].data(), buffers_[t].data());
+    const std::span<const LineRun> runs(stage_runs_.data(), stage_run_count_);
+    if (in_place) {
+      publisher_.PublishRunsInPlace(runs, stage_bytes_.data(), t, buffers_[t].data());
+    } else {
+      publisher_.PublishRuns(runs, stage_bytes_.data(), t, buffers_[latest_].data(),
+                             buffers_[t].data());
+    }
     if (!claimed_) {
-      logs_[current_log_].Merge(publisher_.last_written());
+      LineSet lines(writer.size());
+      lines.AddRunsInOrder(runs);
+      logs_[current_log_].Merge(lines);
       log_version_[current_log_] = stage_version_;
     }
     latest_ = t;

@@ -225,6 +225,44 @@ TEST(VersionPublisherTest, InPlaceCatchesUpFromTheLatestBufferAndLeavesWrittenLi
   EXPECT_EQ(CollectRuns(r.pub.pending(1)), (Runs{{5, 1}}));
 }
 
+TEST(VersionPublisherTest, VersionsWrittenInPlaceLeaveTheSparesLackingTheWholeArea) {
+  // dsmd with no reader on its host writes each staged version into the
+  // latest buffer; once a reader attached, the next version goes to a spare,
+  // which then copies the whole area from the latest buffer, nothing less.
+  constexpr size_t kArea = 3 * kLinesPerPage * kLineBytes;
+  VersionPublisher pub(kArea, 2);
+  std::vector<std::vector<uint8_t>> buffers(2, std::vector<uint8_t>(kArea, 0));
+  std::vector<uint8_t> writer(kArea, 0);
+  auto stage = [&](std::vector<LineRun> runs, uint8_t value, std::vector<uint8_t>* bytes) {
+    bytes->clear();
+    for (const LineRun& r : runs) {
+      for (uint32_t l = r.first_line; l < r.first_line + r.line_count; ++l) {
+        std::memset(writer.data() + size_t{l} * kLineBytes, value, kLineBytes);
+        bytes->insert(bytes->end(), writer.begin() + static_cast<long>(l * kLineBytes),
+                      writer.begin() + static_cast<long>((l + 1) * kLineBytes));
+      }
+    }
+    return runs;
+  };
+  std::vector<uint8_t> bytes;
+  auto runs = stage({{3, 2}, {70, 1}}, 1, &bytes);
+  EXPECT_EQ(pub.PublishRunsInPlace(runs, bytes.data(), 0, buffers[0].data()), 3 * kLineBytes);
+  runs = stage({{4, 1}, {150, 3}}, 2, &bytes);
+  EXPECT_EQ(pub.PublishRunsInPlace(runs, bytes.data(), 0, buffers[0].data()), 4 * kLineBytes);
+  EXPECT_EQ(buffers[0], writer);
+  EXPECT_TRUE(pub.pending(0).Empty());
+  EXPECT_EQ(pub.pending(1).CountLines(), kArea / kLineBytes) << "the spare must lack everything";
+
+  // A reader maps buffer 0; the next version goes to buffer 1.
+  runs = stage({{100, 1}}, 3, &bytes);
+  const size_t copied =
+      pub.PublishRuns(runs, bytes.data(), 1, buffers[0].data(), buffers[1].data());
+  EXPECT_EQ(copied, kArea) << "its own line, and every other line from the latest buffer";
+  EXPECT_EQ(buffers[1], writer);
+  EXPECT_TRUE(pub.pending(1).Empty());
+  EXPECT_EQ(CollectRuns(pub.pending(0)), (Runs{{100, 1}}));
+}
+
 TEST(VersionPublisherTest, CatchUpAheadOfAVersionLeavesNothingForItsPublish) {
   // dsmd brings the next target up to date while it waits for the next
   // version; the version's lines then land on top, and its publish copies none.
