@@ -176,6 +176,21 @@ struct SparseBoard {
   SparseReport readers[kReaders];
 };
 
+// Version `v` of a sparse area: kSparseLinesPerVersion random lines, each
+// word stamped with v and its place, logged; `*hash` gets the writer's XXH3
+// of the version, then it is published. Returns 0 or a child's exit code.
+int PublishSparseVersion(void* p, uint64_t v, std::mt19937_64& rng, std::atomic<uint64_t>* hash) {
+  auto* words = static_cast<uint64_t*>(p);
+  for (size_t n = 0; n < kSparseLinesPerVersion; ++n) {
+    const size_t line = rng() % kSparseLines;
+    for (size_t w = 0; w < 8; ++w) words[line * 8 + w] = v * 1000003 + line * 8 + w;
+    if (dsm_log(&words[line * 8], 64) != DSM_OK) return 12;
+  }
+  hash->store(XXH3_64bits(p, kSparseBytes));
+  if (testing::PublishRetrying(p) != DSM_OK || dsm_version(p) != v) return 13;
+  return 0;
+}
+
 int SparseWriter(SparseBoard* b) {
   if (dsm_init(nullptr) != DSM_OK) return 10;
   // Three buffers: right after a publish the readers are still on the version
@@ -185,16 +200,9 @@ int SparseWriter(SparseBoard* b) {
   opts.reader_buffers = 3;
   void* p = nullptr;
   if (dsm_alloc("versions/sparse", kSparseBytes, &opts, &p) != DSM_OK) return 11;
-  auto* words = static_cast<uint64_t*>(p);
   std::mt19937_64 rng(11);
   for (uint64_t v = 1; v <= kSparseVersions; ++v) {
-    for (size_t n = 0; n < kSparseLinesPerVersion; ++n) {
-      const size_t line = rng() % kSparseLines;
-      for (size_t w = 0; w < 8; ++w) words[line * 8 + w] = v * 1000003 + line * 8 + w;
-      if (dsm_log(&words[line * 8], 64) != DSM_OK) return 12;
-    }
-    b->hash[v].store(XXH3_64bits(p, kSparseBytes));
-    if (testing::PublishRetrying(p) != DSM_OK || dsm_version(p) != v) return 13;
+    if (const int rc = PublishSparseVersion(p, v, rng, &b->hash[v]); rc != 0) return rc;
   }
   b->writer_done = true;
   // Stay until the test has read the daemon's counters of the live area.
@@ -318,20 +326,13 @@ int AloneWriter(AloneBoard* b) {
   if (dsm_init(nullptr) != DSM_OK) return 10;
   void* p = nullptr;
   if (dsm_alloc("versions/alone", kSparseBytes, nullptr, &p) != DSM_OK) return 11;
-  auto* words = static_cast<uint64_t*>(p);
   std::mt19937_64 rng(12);
   for (uint64_t v = 1; v <= kAloneVersions; ++v) {
     if (v == kAloneFirstPart + 1) {
       b->first_part_done = true;
       if (!testing::WaitFor([&] { return b->reader_attached.load(); }, 60000)) return 14;
     }
-    for (size_t n = 0; n < kSparseLinesPerVersion; ++n) {
-      const size_t line = rng() % kSparseLines;
-      for (size_t w = 0; w < 8; ++w) words[line * 8 + w] = v * 1000003 + line * 8 + w;
-      if (dsm_log(&words[line * 8], 64) != DSM_OK) return 12;
-    }
-    b->hash[v].store(XXH3_64bits(p, kSparseBytes));
-    if (testing::PublishRetrying(p) != DSM_OK || dsm_version(p) != v) return 13;
+    if (const int rc = PublishSparseVersion(p, v, rng, &b->hash[v]); rc != 0) return rc;
   }
   b->writer_done = true;
   testing::WaitFor([&] { return b->writer_may_exit.load(); }, 60000);
