@@ -151,8 +151,8 @@ bool StageApplier::Apply(uint64_t now_ns, ApplyTurn turn) {
     area_->stage_state.store(static_cast<uint32_t>(StageState::kEmpty));
   }
   WakeStageWaiters(*area_);
-  // (In place: the spares only learn what they lack. A reader that attaches
-  // later makes the next version go to one of them, which then copies it.)
+  // (In place: the spares lack the whole area. A reader that attaches later
+  // makes the next version go to one of them, which then copies it all.)
   catch_up_owed_ = !in_place;
   return true;
 }

@@ -42,8 +42,8 @@ class StageApplier {
 
   // Writes the posted version into a spare buffer (or in place, see
   // Apply's body), if one is posted and a spare is free (else marks the
-  // stage blocked). Returns whether it did. `turn`: whether a claimed
-  // version may wait.
+  // stage blocked). Returns whether it did. `turn`: whether a version
+  // posted as lines may wait.
   bool Apply(uint64_t now_ns, ApplyTurn turn = {});
   // Brings the buffer the next version will likely go to up to the version
   // applied last (as a writer's publish does after its version is out), if
@@ -83,7 +83,7 @@ class StageApplier {
   StageMemory stage_;
   VersionPublisher publisher_;
   uint8_t* buffers_[kMaxReaderBuffers] = {};  // the area's reader buffers
-  LineSet masked_;  // a version posted as masks
+  LineSet masked_;  // a version posted as masks, or one written in place to log
   bool catch_up_owed_ = false;
   bool awaiting_pin_ = false;
   StageClaim claim_;
