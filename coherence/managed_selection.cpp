@@ -303,7 +303,10 @@ ManagedChoice ManagedSelection::Select(uint64_t version, const LineSet& changed,
   // in address order so that the reads stream; after the ranking, a page's
   // bookkeeping is mask arithmetic over its 64 lines. What changed joins the
   // residual (from this version on if it was not there), with its priority
-  // against what readers have; a line back to what they have leaves it.
+  // against what readers have. A waiting line leaves it only when sent, even
+  // if its bytes are back to sent_: a reader may hold newer bytes of it than
+  // sent_ (a whole-area transfer, or a resend framed from a newer version,
+  // carries the pinned buffer's bytes), and must get it once more.
   // Then each waiting line is due (it would lag too long: it goes now) or a
   // candidate for the budget, counted by its priority's top bits.
   const size_t whole_lines = area_bytes_ / kLineBytes;
@@ -333,7 +336,7 @@ ManagedChoice ManagedSelection::Select(uint64_t version, const LineSet& changed,
       if (written != whole) priority_[whole_lines] = Priority(whole_lines, current);
       const uint64_t moved = k.non_zero(&priority_[first], written);
       const uint64_t joins = moved & ~word;
-      word = (word & ~(written & ~moved)) | joins;
+      word |= joins;
       for (uint64_t m = joins; m != 0; m &= m - 1) {
         first_unsent_[first + static_cast<size_t>(std::countr_zero(m))] = version;
       }

@@ -3,8 +3,9 @@
 // budget, the lines whose float32 elements changed most (relative to, or in
 // absolute terms from, what the readers last received) go first; the others
 // stay in a residual and go later: with spare budget, or once they have
-// lagged `max_line_age` versions, whatever the budget. A line whose bytes are back to what the
-// readers have leaves the residual unsent.
+// lagged `max_line_age` versions, whatever the budget. A waiting line leaves
+// the residual only when it is sent, even if its bytes go back to what
+// sent() holds: frames may have carried newer bytes of it to some readers.
 //
 // Pure logic: the caller passes the area's bytes at each version and makes
 // sure the lines chosen reach every reader (resends); what they carry then

@@ -148,16 +148,24 @@ TEST(ManagedSelectionTest, AnyChangedBitIsAChangeAndAnUnchangedLineIsNot) {
   EXPECT_GT(run.selection().priority(2), 0.0f);
 }
 
-TEST(ManagedSelectionTest, ALineWrittenBackToWhatReadersHaveLeavesTheResidualUnsent) {
+// A reader may hold newer bytes of a waiting line than sent() (a whole-area
+// transfer to it, or a resend framed from a newer version): the line must
+// reach it again even if the writer puts back the bytes sent() holds.
+TEST(ManagedSelectionTest, AWaitingLineWrittenBackToWhatWasSentStillGoesWithinItsAge) {
   ManagedRun run(4, {.max_line_age = 3});
   run.Write(2, 5, 4.0f);
   EXPECT_EQ(run.Publish(1, 0).residual, 1u);
-  run.Write(2, 5, 0.0f);  // back to what readers have
-  const ManagedChoice c = run.Publish(2, 0);
-  EXPECT_EQ(c.residual, 0u);
+  run.Write(2, 5, 0.0f);  // back to what sent() holds
+  ManagedChoice c = run.Publish(2, 0);
+  EXPECT_EQ(c.residual, 1u) << "it waits until sent";
   EXPECT_EQ(c.lines, 0u);
-  EXPECT_EQ(run.selection().OldestLag(2), 0u);
-  for (uint64_t v = 3; v < 10; ++v) EXPECT_EQ(run.Publish(v, 0).lines, 0u) << "nothing is due";
+  EXPECT_EQ(run.selection().priority(2), 0.0f) << "ranked last: sent() has its bytes";
+  EXPECT_EQ(run.selection().OldestLag(2), 2u) << "lagging since version 1";
+  EXPECT_EQ(run.Publish(3, 0).lines, 0u);
+  c = run.Publish(4, 0);
+  EXPECT_EQ(c.due_lines, 1u) << "due at 1 + max_line_age";
+  EXPECT_EQ(c.residual, 0u);
+  for (uint64_t v = 5; v < 10; ++v) EXPECT_EQ(run.Publish(v, 0).lines, 0u) << "nothing waits";
   EXPECT_TRUE(run.ReplicaEqualsWriter());
 }
 
