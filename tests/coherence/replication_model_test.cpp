@@ -727,8 +727,8 @@ class Model {
     auto write_line = [&](size_t line) {
       const size_t begin = line * kLineBytes;
       const size_t end = std::min(begin + kLineBytes, p_.area_bytes);
-      // (Its own random stream: the other draws stay as they were per seed.)
       for (size_t i = begin; i < end; ++i) host_.writer[i] = static_cast<uint8_t>(rng_());
+      // (Drawn from its own stream: each seed's other draws stay as they were.)
       if (history_.size() > 1 && revert_rng_() % 10 == 0) {
         auto old = history_.begin();
         std::advance(old, static_cast<ptrdiff_t>(revert_rng_() % history_.size()));
