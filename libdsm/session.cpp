@@ -8,12 +8,13 @@
 #include <cstdlib>
 #include <cstring>
 #include <thread>
+#include <vector>
 
 #include "coherence/staleness.h"
 #include "libdsm/contract/clock.h"
+#include "libdsm/contract/publish_protocol.h"
 #include "libdsm/errors.h"
 #include "libdsm/log_cache.h"
-#include "libdsm/contract/publish_protocol.h"
 #include "libdsm/quiescence_gate.h"
 
 namespace dsm {
@@ -27,9 +28,6 @@ constexpr uint32_t kAttachPollMs = 2;
 // How long dsm_free of an area other hosts replicate waits for them to
 // acknowledge its last version ($DSM_FREE_DRAIN_MS).
 constexpr uint64_t kDefaultFreeDrainMs = 2000;
-// dsm_wait_version sleeps on the area's version at most this long at a time
-// before it looks for sync work of its own that became due.
-constexpr uint64_t kVersionWaitSliceNs = 200 * 1000;
 
 uint64_t EnvU64(const char* name, uint64_t fallback) {
   const char* v = std::getenv(name);
@@ -370,28 +368,57 @@ int ClientSession::WaitVersion(const void* area, uint64_t version, uint32_t time
   }
   const uint64_t deadline = MonotonicNs() + uint64_t{timeout_ms} * 1000000;
   QuiescenceGate& gate = QuiescenceGate::Instance();
-  // Until that version exists, sleep on `latest` itself, woken by its publish,
-  // rather than re-checking at the gate's period; offline meanwhile (this thread
-  // is at a quiescent point), and back in slices to do this process's due syncs.
-  AreaControl* control = reader->control();
   for (;;) {
-    const uint64_t word = control->latest.load();
+    SleepUntilVersionOrDue(*reader, version, deadline);
+    // At a quiescent point: move to the version once it exists, and do this
+    // process's due syncs meanwhile; back to sleep when none is due and the
+    // version is still to come.
+    gate.WaitQuiescent(
+        [&] {
+          return reader->version() >= version ||
+                 (UnpackLatest(reader->control()->latest.load()).version < version &&
+                  !AnythingDue(MonotonicNs()));
+        },
+        [&] { return AnythingDue(MonotonicNs()); },
+        [&] { SyncWork(MonotonicNs(), nullptr, nullptr); }, deadline);
+    if (reader->version() >= version) return DSM_OK;
+    if (MonotonicNs() >= deadline) break;
+  }
+  return Fail(DSM_ERR_TIMEOUT, "'{}' is at version {} after {} ms, waiting for {}{}",
+              reader->control()->name, reader->version(), timeout_ms, version,
+              reader->control()->state.load() == static_cast<uint32_t>(AreaState::kLive)
+                  ? ""
+                  : " (its writer is gone)");
+}
+
+void ClientSession::SleepUntilVersionOrDue(ReaderArea& reader, uint64_t version,
+                                           uint64_t deadline_ns) {
+  QuiescenceGate::Instance().Offline();  // this thread reads nothing while it sleeps
+  std::vector<AreaControl*> areas;
+  std::vector<uint64_t> seen;
+  for (;;) {
+    // Every area this process reads, the awaited one first: a newer version
+    // of any is sync work (its reader moves to it). The sleep ends at the
+    // deadline or when a writer area of this process is next due.
+    areas.clear();
+    seen.clear();
+    uint64_t wake = deadline_ns;
+    {
+      std::lock_guard lock(mu_);
+      areas.push_back(reader.control());
+      for (auto& [addr, a] : areas_) {
+        if (a.writer) {
+          wake = std::min(wake, a.writer->next_sync_ns());
+        } else if (a.reader.get() != &reader) {
+          areas.push_back(a.reader->control());
+        }
+      }
+    }
+    for (AreaControl* c : areas) seen.push_back(c->latest.load());
     const uint64_t now = MonotonicNs();
-    if (UnpackLatest(word).version >= version || now >= deadline || AnythingDue(now)) break;
-    gate.Offline();
-    WaitForNewerVersion(*control, word, std::min(deadline - now, kVersionWaitSliceNs));
+    if (UnpackLatest(seen[0]).version >= version || now >= wake || AnythingDue(now)) return;
+    WaitForNewerVersions(areas, seen, wake - now);
   }
-  const bool ok = gate.WaitQuiescent(
-      [&] { return reader->version() >= version; },
-      [&] { return AnythingDue(MonotonicNs()); },
-      [&] { SyncWork(MonotonicNs(), nullptr, nullptr); }, deadline);
-  if (!ok) {
-    return Fail(DSM_ERR_TIMEOUT, "'{}' is at version {} after {} ms, waiting for {}{}",
-                reader->control()->name, reader->version(), timeout_ms, version,
-                reader->control()->state.load() == static_cast<uint32_t>(AreaState::kLive)
-                    ? "" : " (its writer is gone)");
-  }
-  return DSM_OK;
 }
 
 int ClientSession::Status(const void* area, dsm_area_status* st) {

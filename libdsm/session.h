@@ -60,6 +60,10 @@ class ClientSession {
   // only at a process-wide quiescent point.
   void SyncWork(uint64_t now_ns, const void* forced_area, int* forced_rc);
   bool AnythingDue(uint64_t now_ns);
+  // dsm_wait_version's sleep, offline: returns once `reader`'s area has
+  // `version`, the deadline passed, or sync work of this process is due
+  // (a newer version of an area it reads, a writer area's interval).
+  void SleepUntilVersionOrDue(ReaderArea& reader, uint64_t version, uint64_t deadline_ns);
   void UnmapRange(uintptr_t addr, uint64_t bytes);
   // Waits (until deadline_ns at most) until every host replicating the area
   // holds `version`.

@@ -40,6 +40,7 @@ class WriterArea {
   bool staged() const { return stage_ != nullptr; }
   // Whether the sync interval has elapsed since the last publish.
   bool Due(uint64_t now_ns) const { return now_ns >= next_sync_ns_; }
+  uint64_t next_sync_ns() const { return next_sync_ns_; }
   // A managed area's dsmd holds changed lines back (dsm_alloc_managed) and
   // the writer has stopped changing the area: a publish then makes a version
   // with nothing changed, so they can go. (While it keeps changing the area,

@@ -4,10 +4,15 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <array>
 #include <atomic>
 #include <bit>
+#include <cerrno>
 #include <climits>
 #include <ctime>
+
+#include "libdsm/contract/clock.h"
 
 namespace dsm {
 
@@ -17,6 +22,10 @@ namespace {
 // bits, so it changes with every publish.
 static_assert(std::endian::native == std::endian::little);
 uint32_t* LatestLowHalf(AreaControl& area) { return reinterpret_cast<uint32_t*>(&area.latest); }
+
+// Without futex_waitv, how long a wait on several areas sleeps on the first
+// before it looks at the others.
+constexpr uint64_t kVersionWaitFallbackSliceNs = 200 * 1000;
 
 // Shared (not FUTEX_PRIVATE): waiters and publishers are different processes.
 long Futex(uint32_t* word, int op, uint32_t value, const timespec* timeout) {
@@ -81,15 +90,34 @@ void CatchUpNextTarget(AreaControl& area, VersionPublisher& publisher, uint8_t* 
   area.bytes_caught_up.fetch_add(bytes, std::memory_order_relaxed);
 }
 
-void WaitForNewerVersion(AreaControl& area, uint64_t seen, uint64_t timeout_ns) {
-  area.version_waiters.fetch_add(1);
-  if (area.latest.load() == seen) {
-    const timespec ts{static_cast<time_t>(timeout_ns / 1'000'000'000),
-                      static_cast<long>(timeout_ns % 1'000'000'000)};
-    // Sleeps only while the low half still equals what we saw (checked by the kernel).
-    Futex(LatestLowHalf(area), FUTEX_WAIT, static_cast<uint32_t>(seen), &ts);
+void WaitForNewerVersions(std::span<AreaControl* const> areas, std::span<const uint64_t> seen,
+                          uint64_t timeout_ns) {
+  const size_t n = std::min({areas.size(), seen.size(), kMaxVersionWaitAreas});
+  if (n == 0) return;
+  std::array<futex_waitv, kMaxVersionWaitAreas> waiters{};
+  for (size_t i = 0; i < n; ++i) {
+    areas[i]->version_waiters.fetch_add(1);
+    // Shared (no FUTEX_PRIVATE_FLAG): the publisher is another process.
+    waiters[i] = futex_waitv{.val = static_cast<uint32_t>(seen[i]),
+                             .uaddr = reinterpret_cast<uintptr_t>(LatestLowHalf(*areas[i])),
+                             .flags = FUTEX_32,
+                             .__reserved = 0};
   }
-  area.version_waiters.fetch_sub(1);
+  // The kernel compares each word with what we saw before it sleeps.
+  const uint64_t until = MonotonicNs() + timeout_ns;
+  const timespec deadline{static_cast<time_t>(until / 1'000'000'000),
+                          static_cast<long>(until % 1'000'000'000)};
+  if (syscall(SYS_futex_waitv, waiters.data(), static_cast<unsigned>(n), 0u, &deadline,
+              CLOCK_MONOTONIC) < 0 &&
+      errno == ENOSYS) {
+    // A kernel older than 5.16: sleep on the first area, in short slices when
+    // there are others to look at.
+    const uint64_t slice = n == 1 ? timeout_ns : std::min(timeout_ns, kVersionWaitFallbackSliceNs);
+    const timespec ts{static_cast<time_t>(slice / 1'000'000'000),
+                      static_cast<long>(slice % 1'000'000'000)};
+    Futex(LatestLowHalf(*areas[0]), FUTEX_WAIT, static_cast<uint32_t>(seen[0]), &ts);
+  }
+  for (size_t i = 0; i < n; ++i) areas[i]->version_waiters.fetch_sub(1);
 }
 
 void WakeStageWaiters(AreaControl& area) {

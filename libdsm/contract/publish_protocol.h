@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 
 #include "coherence/line_set.h"
 #include "coherence/version_publisher.h"
@@ -40,9 +41,14 @@ void CompletePublish(AreaControl& area, uint32_t target, uint64_t version, uint6
 void CatchUpNextTarget(AreaControl& area, VersionPublisher& publisher, uint8_t* const* buffers,
                        uint32_t latest);
 
-// Blocks until `latest` differs from `seen` (a value read before) or `timeout_ns`
-// passes (or a spurious wake-up). CompletePublish wakes the waiters.
-void WaitForNewerVersion(AreaControl& area, uint64_t seen, uint64_t timeout_ns);
+// Blocks until the `latest` of one of `areas` differs from its `seen` value
+// (read before), or `timeout_ns` passes (or a spurious wake-up); one sleep for
+// all of them (futex_waitv), so a process waiting for one area's version is
+// woken by another's without polling. CompletePublish wakes the waiters. At
+// most kMaxVersionWaitAreas areas; the rest are not watched.
+inline constexpr size_t kMaxVersionWaitAreas = 128;  // FUTEX_WAITV_MAX
+void WaitForNewerVersions(std::span<AreaControl* const> areas, std::span<const uint64_t> seen,
+                          uint64_t timeout_ns);
 
 // The stage handshake (stage_layout.h): wakes whoever sleeps on
 // stage_state, and sleeps while it still equals `seen` (at most `timeout_ns`).
