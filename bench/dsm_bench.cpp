@@ -401,6 +401,7 @@ struct WriterOptions {
   std::vector<std::string> peer_sockets;
   std::string raw_json;
   std::string tcp_json;  // bench/tcp-fanout's result for the same workload, same run
+  std::string tcp_snapshots_json;  // the same with `reader --snapshots`, or empty
   std::vector<std::string> raw_mcast_json;
   // Copies of each version the writer's host sends: the readers when the
   // network has no multicast (memif links), else 1.
@@ -1079,15 +1080,17 @@ json Writer::Results() {
     res["delivered_bytes_per_sec"] = delivered_bps;
     res["transfers_sent"] = deltas[o_.socket].value("transfers_sent", uint64_t{0});
   }
-  json out = {{"tool", "dsm-bench"},
-              {"status", readers_done ? "ok" : "failed"},
-              {"content_ok", content_ok},
-              {"config", ConfigJson()},
-              {"results", res},
-              {"wire", wire},
-              {"raw", raw},
-              {"tcp_fanout", ReadTcp(o_.tcp_json)},
-              {"environment", {{"cpus", sysconf(_SC_NPROCESSORS_ONLN)}, {"loadavg_1min", LoadAverage()}}}};
+  json out = {
+      {"tool", "dsm-bench"},
+      {"status", readers_done ? "ok" : "failed"},
+      {"content_ok", content_ok},
+      {"config", ConfigJson()},
+      {"results", res},
+      {"wire", wire},
+      {"raw", raw},
+      {"tcp_fanout", ReadTcp(o_.tcp_json)},
+      {"tcp_fanout_snapshots", ReadTcp(o_.tcp_snapshots_json)},
+      {"environment", {{"cpus", sysconf(_SC_NPROCESSORS_ONLN)}, {"loadavg_1min", LoadAverage()}}}};
   if (!readers_done) {
     out["error"] = "a reader did not finish (see results.readers)";
   } else if (!content_ok) {
@@ -1324,17 +1327,19 @@ void PrintLossTable(const json& runs) {
 
 // Each run against the TCP fan-out of the same workload measured in the same
 // invocation (tcp-fanout: one TCP connection per reader, each changed line
-// with its index): rounds/s and latency as ratios, CPU per round.
-void PrintTcpTable(const json& runs) {
+// with its index): rounds/s and latency as ratios, CPU per round. `key` is
+// the run's field holding that result, `title` what the table compares with.
+void PrintTcpTable(const json& runs, const std::string& key, const char* title) {
   bool any = false;
-  for (const auto& r : runs) any |= r.value("status", "") == "ok" && !r.value("tcp_fanout", json()).is_null();
+  for (const auto& r : runs)
+    any |= r.value("status", "") == "ok" && !r.value(key, json()).is_null();
   if (!any) return;
-  std::printf("\nagainst a TCP fan-out of the same changes (bench/tcp_fanout, same namespaces, same run):\n");
+  std::printf("\nagainst %s:\n", title);
   std::printf("%-30s %5s %9s %9s %7s %9s %9s %7s %9s %9s\n", "config", "f", "r/s", "tcp r/s", "x tcp",
               "p50 ms", "tcp p50", "x tcp", "cpu ms/r", "tcp cpu");
   for (const auto& r : runs) {
     if (r.value("status", "") != "ok") continue;
-    const json t = r.value("tcp_fanout", json());
+    const json t = r.value(key, json());
     if (t.is_null() || t.value("status", "") != "ok") continue;
     const json c = r.value("config", json::object());
     const json& res = r["results"];
@@ -1520,7 +1525,12 @@ int RunReport(const std::vector<std::string>& files, const std::string& out_path
   PrintLossTable(runs);
   PrintKeyTable(runs);
   PrintManagedTable(runs);
-  PrintTcpTable(runs);
+  PrintTcpTable(runs, "tcp_fanout",
+                "a TCP fan-out of the same changes (bench/tcp_fanout, same namespaces, same run)");
+  PrintTcpTable(
+      runs, "tcp_fanout_snapshots",
+      "the same TCP fan-out whose readers keep versions atomic as libdsm's do (tcp-fanout "
+      "reader --snapshots: two buffers, a view remapped per version)");
   PrintStageTable(runs);
   std::printf("targets: %d met, %d missed; %d run(s) failed; %d run(s) with replica content "
               "different from the writer's\n", met, missed, failed, bad_content);
@@ -1603,6 +1613,9 @@ int Main(int argc, char** argv) {
   wr->add_option("--peer-socket", w.peer_sockets, "reader hosts' dsmd sockets (counters)");
   wr->add_option("--raw-json", w.raw_json, "raw_throughput --json receiver output (unicast)");
   wr->add_option("--tcp-json", w.tcp_json, "tcp-fanout --json output of the same workload");
+  wr->add_option(
+      "--tcp-snapshots-json", w.tcp_snapshots_json,
+      "the same with the readers keeping atomic versions (tcp-fanout reader --snapshots)");
   wr->add_option("--raw-mcast-json", w.raw_mcast_json, "raw_throughput receivers, multicast");
   wr->add_option("--copies", w.copies, "copies of each version the writer's host sends (unicast fan-out: the readers)")
       ->check(CLI::Range(1u, 64u));

@@ -18,6 +18,11 @@
 // Ethernet bytes the writer's interface sent per changed byte (and per copy),
 // CPU time per round of the writer and of each reader, and whether every
 // reader's copy ended equal to the writer's (XXH3).
+//
+// `reader --snapshots` keeps versions atomic for the reader's users, as
+// libdsm does (TcpSnapshotView: two buffers, a view remapped per version):
+// the same guarantee built on TCP, the reference for what that guarantee
+// costs on the machine.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -39,6 +44,8 @@
 #include <random>
 #include <string>
 #include <vector>
+
+#include "bench/tcp_snapshot_view.h"
 
 namespace {
 
@@ -64,6 +71,7 @@ struct __attribute__((packed)) Final {
   uint64_t hash;
   uint64_t cpu_ns;  // the reader's user + system time while it ran
   uint64_t versions;
+  uint64_t snapshot_page_bytes;  // 0: the reader applies in place (no snapshots)
 };
 
 uint64_t NowNs() {
@@ -110,7 +118,7 @@ void NoDelay(int fd) {
   setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 }
 
-int RunReader(uint16_t port, size_t size) {
+int RunReader(uint16_t port, size_t size, bool snapshots) {
   const int ls = socket(AF_INET, SOCK_STREAM, 0);
   const int one = 1;
   setsockopt(ls, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
@@ -132,8 +140,15 @@ int RunReader(uint16_t port, size_t size) {
   if (fd < 0) return 1;
   NoDelay(fd);
   const uint64_t cpu_start = CpuNs();
-  std::vector<uint8_t> area(size);
+  std::vector<uint8_t> area(snapshots ? 0 : size);
+  dsm::bench::TcpSnapshotView view;
+  std::string error;
+  if (snapshots && !view.Open(size, &error)) {
+    std::fprintf(stderr, "tcp-fanout reader: %s\n", error.c_str());
+    return 1;
+  }
   std::vector<Record> records;
+  std::vector<uint32_t> lines;
   uint64_t versions = 0;
   for (;;) {
     RoundHeader h;
@@ -144,15 +159,27 @@ int RunReader(uint16_t port, size_t size) {
     if (h.flags & kFlagEnd) break;
     records.resize(h.lines);
     if (!ReadAll(fd, records.data(), records.size() * sizeof(Record))) return 1;
-    for (const Record& r : records) {
-      if (size_t{r.index} * kLine + kLine > size) return 1;
-      std::memcpy(area.data() + size_t{r.index} * kLine, r.bytes, kLine);
+    if (snapshots) {
+      lines.resize(records.size());
+      for (size_t i = 0; i < records.size(); ++i) lines[i] = records[i].index;
+      if (!view.Apply(lines, records.empty() ? nullptr : records[0].bytes, sizeof(Record),
+                      &error)) {
+        std::fprintf(stderr, "tcp-fanout reader: %s\n", error.c_str());
+        return 1;
+      }
+    } else {
+      for (const Record& r : records) {
+        if (size_t{r.index} * kLine + kLine > size) return 1;
+        std::memcpy(area.data() + size_t{r.index} * kLine, r.bytes, kLine);
+      }
     }
     ++versions;
     const Ack ack{h.version, NowNs()};
     if (!WriteAll(fd, &ack, sizeof(ack))) return 1;
   }
-  const Final f{XXH3_64bits(area.data(), size), CpuNs() - cpu_start, versions};
+  const uint64_t page_bytes = !snapshots ? 0 : view.huge_pages() ? uint64_t{2} << 20 : 4096;
+  const Final f{XXH3_64bits(snapshots ? view.view() : area.data(), size), CpuNs() - cpu_start,
+                versions, page_bytes};
   WriteAll(fd, &f, sizeof(f));
   close(fd);
   return 0;
@@ -311,6 +338,7 @@ int RunWriter(const WriterOptions& o) {
   const uint64_t want = XXH3_64bits(area.data(), o.size);
   bool equal = true;
   json reader_cpu = json::array();
+  json snapshot_pages = json::array();
   const uint64_t rounds = v - 1;
   for (int fd : fds) {
     const RoundHeader h{0, 0, kFlagEnd};
@@ -318,23 +346,32 @@ int RunWriter(const WriterOptions& o) {
     if (!WriteAll(fd, &h, sizeof(h)) || !ReadAll(fd, &f, sizeof(f))) return 1;
     equal &= f.hash == want;
     reader_cpu.push_back(static_cast<double>(f.cpu_ns) / 1e6 / static_cast<double>(f.versions));
+    snapshot_pages.push_back(uint64_t{f.snapshot_page_bytes});
     close(fd);
   }
   const double rounds_per_sec = static_cast<double>(rounds) / elapsed;
   const json result = {
       {"tool", "tcp-fanout"},
       {"status", equal ? "ok" : "content_differs"},
-      {"config", {{"readers", readers}, {"area_bytes", o.size}, {"fraction", o.fraction}, {"window", o.window}}},
+      {"config",
+       {{"readers", readers},
+        {"area_bytes", o.size},
+        {"fraction", o.fraction},
+        {"window", o.window}}},
       {"results",
        {{"rounds", rounds},
         {"rounds_per_sec", rounds_per_sec},
         {"changed_bytes_per_sec", static_cast<double>(changed_bytes) / elapsed},
         {"latency_ms", {{"p50", Percentile(latency_ms, 50)}, {"p99", Percentile(latency_ms, 99)}}},
-        {"wire_bytes_per_changed_byte", static_cast<double>(tx) / static_cast<double>(changed_bytes)},
-        {"wire_bytes_per_changed_byte_per_copy",
-         static_cast<double>(tx) / static_cast<double>(changed_bytes) / static_cast<double>(readers)},
-        {"writer_cpu_ms_per_round", static_cast<double>(writer_cpu) / 1e6 / static_cast<double>(rounds)},
-        {"reader_cpu_ms_per_round", reader_cpu}}}};
+        {"wire_bytes_per_changed_byte",
+         static_cast<double>(tx) / static_cast<double>(changed_bytes)},
+        {"wire_bytes_per_changed_byte_per_copy", static_cast<double>(tx) /
+                                                     static_cast<double>(changed_bytes) /
+                                                     static_cast<double>(readers)},
+        {"writer_cpu_ms_per_round",
+         static_cast<double>(writer_cpu) / 1e6 / static_cast<double>(rounds)},
+        {"reader_cpu_ms_per_round", reader_cpu},
+        {"reader_snapshot_page_bytes", snapshot_pages}}}};
   std::printf("tcp-fanout R=%zu f=%g S=%zu: %lu rounds, %.1f rounds/s, %.1f MB/s changed, latency p50 %.3f ms "
               "p99 %.3f ms, wire %.3f B per changed B per copy, writer CPU %.3f ms/round, replicas %s\n",
               readers, o.fraction, o.size, static_cast<unsigned long>(rounds), rounds_per_sec,
@@ -363,6 +400,10 @@ int main(int argc, char** argv) {
   auto* rd = app.add_subcommand("reader", "apply what the writer sends, acknowledge each version");
   rd->add_option("--port", port, "TCP port to listen on")->capture_default_str();
   rd->add_option("--size", size, "area bytes (K/M/G)")->capture_default_str();
+  bool snapshots = false;
+  rd->add_flag("--snapshots", snapshots,
+               "keep versions atomic for the reader's users, as libdsm does (two buffers, a view "
+               "remapped per version)");
   WriterOptions w;
   auto* wr = app.add_subcommand("writer", "change lines and send them to every reader");
   wr->add_option("--peer", w.peers, "a reader's IPv4 (one per reader)")->required();
@@ -380,7 +421,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "tcp-fanout: --size must be a multiple of %zu bytes, at least two lines\n", kLine);
     return 2;
   }
-  if (rd->parsed()) return RunReader(port, bytes);
+  if (rd->parsed()) return RunReader(port, bytes, snapshots);
   w.port = port;
   w.size = bytes;
   return RunWriter(w);

@@ -40,6 +40,8 @@
 #                    file (AES-256-GMAC); the table then gives rounds/s keyed as a ratio to
 #                    the runs without a key (medians: repeat, e.g. off,on,off,on)
 #   --no-tcp         skip the TCP fan-out reference
+#   --tcp-snapshots  also run the TCP fan-out with readers that keep versions atomic as
+#                    libdsm's do (tcp-fanout reader --snapshots): what that guarantee costs
 #   --managed M[:A]  the area is managed (dsm_alloc_managed, ranked by absolute change): each
 #                    reader host is sent at most M MB/s of changed lines, none lagging more
 #                    than A versions (default 8); lines hold floats that move a little. The
@@ -75,6 +77,7 @@ HUGEPAGES=(--hugepages)
 LOSSES=0
 AUTHS=off
 DO_TCP=1
+TCP_SNAPSHOTS=0
 MANAGED_ARGS=()
 MANAGED_LABEL=""
 prog=dsm-bench.sh
@@ -112,6 +115,7 @@ while (($#)); do
     --loss) LOSSES=${2:?--loss needs a value}; shift 2 ;;
     --auth) AUTHS=${2:?--auth needs a value}; shift 2 ;;
     --no-tcp) DO_TCP=0; shift ;;
+    --tcp-snapshots) TCP_SNAPSHOTS=1; shift ;;
     --managed)
       m=${2:?--managed needs MBPS[:AGE]}
       [[ $m =~ ^[0-9]+(\.[0-9]+)?(:[0-9]+)?$ ]] || die "--managed takes MBPS[:AGE], e.g. 45:8, not '$m'"
@@ -290,15 +294,17 @@ run_raw() {
 }
 
 # The TCP fan-out of fraction $3 from host 1 to hosts 2..$2 of the cluster in
-# $1 (no dsmd running there), result in $4. The kernel gets the hosts' IPv4s
-# for the run (the address otherwise belongs to DPDK) and loses them after.
+# $1 (no dsmd running there), result in $4; arguments after that go to each
+# reader. The kernel gets the hosts' IPv4s for the run (the address otherwise
+# belongs to DPDK) and loses them after.
 run_tcp() {
   local dir=$1 hosts=$2 f=$3 out=$4 h pids=() peers=()
+  local reader_args=("${@:5}")
   for ((h = 1; h <= hosts; h++)); do
     "$CLUSTER" exec "$h" --dir "$dir" -- ip addr add "$(host_ip "$h")/24" dev dsm0 2>/dev/null || true
   done
   for ((h = 2; h <= hosts; h++)); do
-    "$CLUSTER" exec "$h" --dir "$dir" -- "$TCP" reader --port 7500 --size "$SIZE" >"$out-reader$h.log" 2>&1 &
+    "$CLUSTER" exec "$h" --dir "$dir" -- "$TCP" reader --port 7500 --size "$SIZE" "${reader_args[@]}" >"$out-reader$h.log" 2>&1 &
     pids+=($!)
     BG_PIDS+=($!)
     peers+=(--peer "$(host_ip "$h")")
@@ -373,12 +379,17 @@ for cfg in "${cfgs[@]}"; do
     if [[ $device == memif ]]; then
       tcp_dir=$WORK/c$idx-tcp
       CUR_TCP_DIR=$tcp_dir
-      "$CLUSTER" up "$hosts" --dir "$tcp_dir" --mtu "$mtu" --device af_packet --no-daemons >>"$WORK/c$idx-up.log" 2>&1 \
+      # 2 MiB pages for snapshot readers' buffers, as the daemons have.
+      "$CLUSTER" up "$hosts" --dir "$tcp_dir" --mtu "$mtu" --device af_packet --no-daemons "${HUGEPAGES[@]}" >>"$WORK/c$idx-up.log" 2>&1 \
         || die "cluster up for the TCP reference failed for $label"
     fi
     for f in "${fracs[@]}"; do
       note "tcp fan-out f=$f: $hosts hosts"
       run_tcp "$tcp_dir" "$hosts" "$f" "$WORK/c$idx-tcp-f$f.json"
+      if ((TCP_SNAPSHOTS)); then
+        note "tcp fan-out f=$f, readers keeping atomic versions: $hosts hosts"
+        run_tcp "$tcp_dir" "$hosts" "$f" "$WORK/c$idx-tcpsnap-f$f.json" --snapshots
+      fi
     done
     if [[ $tcp_dir != "$dir" ]]; then
       "$CLUSTER" down --dir "$tcp_dir" >/dev/null 2>&1 || true
@@ -426,7 +437,7 @@ for cfg in "${cfgs[@]}"; do
           --reader-buffers "$BUFFERS" "${MANAGED_ARGS[@]}" \
           --timeout-s 60 --dsmctl "$DSMCTL" --raw-json "$raw_uni" "${mcast_args[@]}" \
           --label "$label$MANAGED_LABEL$loss_label$auth_label" --device "$device" --mtu "$mtu" --loss "$loss" "${auth_args[@]}" \
-          --json "$run.json" --copies "$copies" --tcp-json "$WORK/c$idx-tcp-f$f.json" \
+          --json "$run.json" --copies "$copies" --tcp-json "$WORK/c$idx-tcp-f$f.json" --tcp-snapshots-json "$WORK/c$idx-tcpsnap-f$f.json" \
           >"$run-writer.log" 2>&1 &
         wpid=$!
         BG_PIDS+=("$wpid")
