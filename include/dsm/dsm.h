@@ -229,7 +229,9 @@ int dsm_status(const void *area, dsm_area_status *st);
 
 /* Blocks until this process sees version >= v of `area` (moving its replica
  * forward as versions arrive) or timeout_ms passes (DSM_ERR_TIMEOUT). A thread
- * waiting here counts as quiescent. */
+ * waiting here counts as quiescent. It sleeps until a version of any area this
+ * process reads arrives or one of its writer areas' syncs is due, and does
+ * those syncs while it waits. */
 int dsm_wait_version(const void *area, uint64_t v, uint32_t timeout_ms);
 
 /* ---- Write logging ------------------------------------------------------- */
