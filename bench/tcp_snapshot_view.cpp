@@ -71,16 +71,9 @@ bool TcpSnapshotView::Open(size_t size, std::string* error) {
 
 bool TcpSnapshotView::Apply(std::span<const uint32_t> lines, const uint8_t* bytes, size_t stride,
                             std::string* error) {
+  CatchUpSpare();
   const int spare = shown_ == 0 ? 1 : 0;
   uint8_t* dst = buffers_[spare];
-  if (shown_ >= 0) {
-    // The spare missed the shown version: bring it up to that first.
-    const uint8_t* src = buffers_[shown_];
-    for (uint32_t l : shown_lines_) {
-      CopyLines(dst + size_t{l} * kLineBytes, src + size_t{l} * kLineBytes, kLineBytes,
-                LineStores::kStreaming);
-    }
-  }
   for (size_t i = 0; i < lines.size(); ++i) {
     if (size_t{lines[i]} * kLineBytes + kLineBytes > size_) {
       *error = "line " + std::to_string(lines[i]) + " is past the area's end";
@@ -97,7 +90,19 @@ bool TcpSnapshotView::Apply(std::span<const uint32_t> lines, const uint8_t* byte
   }
   shown_ = spare;
   shown_lines_.assign(lines.begin(), lines.end());
+  spare_behind_ = true;
   return true;
+}
+
+void TcpSnapshotView::CatchUpSpare() {
+  if (!spare_behind_) return;
+  const uint8_t* src = buffers_[shown_];
+  uint8_t* dst = buffers_[shown_ == 0 ? 1 : 0];
+  for (uint32_t l : shown_lines_) {
+    CopyLines(dst + size_t{l} * kLineBytes, src + size_t{l} * kLineBytes, kLineBytes,
+              LineStores::kStreaming);
+  }
+  spare_behind_ = false;
 }
 
 }  // namespace dsm::bench

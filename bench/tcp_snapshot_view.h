@@ -1,9 +1,11 @@
 // What a TCP fan-out reader must do to give its users what a libdsm reader
 // has: every version whole and unchanging while it is read, at one address.
 // The view (a fixed address) shows one version's buffer while the next is
-// written into the other: first the lines the shown version changed (the
-// spare missed them), then the new version's lines, then the view is mapped
-// over the spare (MAP_FIXED | MAP_POPULATE), as ReaderArea::MapFresh does.
+// written into the other, then is mapped over it (MAP_FIXED |
+// MAP_POPULATE), as ReaderArea::MapFresh does. The buffer left behind is
+// brought up to the shown version (the lines it missed) after the version is
+// acknowledged, while the reader waits for the next one, as libdsm's
+// replicas catch their spares up after a publish.
 // Both buffers live in one memfd on 2 MiB pages when the machine has them
 // free (libdsm's daemons back replicas on them too), otherwise 4 KiB pages.
 // Lines are stored as libdsm's replicas store them (LineStores::kStreaming).
@@ -32,6 +34,9 @@ class TcpSnapshotView {
   // of the 64-byte line whose bytes are at `bytes + i * stride`.
   bool Apply(std::span<const uint32_t> lines, const uint8_t* bytes, size_t stride,
              std::string* error);
+  // Copies the lines the shown version changed into the spare, which missed
+  // them (Apply does it first if this was not called).
+  void CatchUpSpare();
 
   const uint8_t* view() const { return view_; }
   bool huge_pages() const { return huge_pages_; }
@@ -44,6 +49,7 @@ class TcpSnapshotView {
   uint8_t* view_ = nullptr;
   int shown_ = -1;                     // the buffer the view shows; -1 before the first version
   std::vector<uint32_t> shown_lines_;  // the lines the shown version changed
+  bool spare_behind_ = false;          // the spare lacks shown_lines_
 };
 
 }  // namespace dsm::bench
