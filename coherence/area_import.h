@@ -110,6 +110,13 @@ class AreaImport {
   }
   // When the last version was published (0: none yet).
   uint64_t published_ns() const { return published_ns_; }
+  // Whether a timer of this replica may come due within about a
+  // millisecond: a version it assembles may miss frames (asked for
+  // SyncParams::nack_after_tail_ns after the last came), or a complete one
+  // waits for local readers to free a buffer. Otherwise its timers are tens
+  // of milliseconds away (re-ACKs, resyncs) and the frames that change that
+  // wake dsmd: its loop may sleep longer.
+  bool AwaitsPromptTimer() const { return receiver_.assembling() || receiver_.publish_pending(); }
 
  private:
   // Between versions: points the receiver at a spare buffer, or at the

@@ -252,8 +252,10 @@ int64_t Daemon::IdleSleepNs(bool worked) {
                                                     : kIdleSleepMaxNs;
   uint64_t sleep_ns;
   if (woken_by_frames) {
-    // Frames that come wake us: sleep until then, or until timers are due.
-    sleep_ns = std::max(cap, kActiveSleepMaxWithRxWakeNs);
+    // Frames that come wake us: sleep until then, or until timers are due
+    // (soon only while a replica may miss frames or waits for a buffer).
+    sleep_ns = remote_->ReplicaAwaitsPromptTimer() ? std::max(cap, kActiveSleepMaxWithRxWakeNs)
+                                                   : kQuietSleepMaxWithRxWakeNs;
   } else {
     const uint32_t doublings =
         std::min<uint32_t>((idle_turns_ - kSpinTurnsBeforeSleep) / kIdleTurnsPerDoubling, 8);

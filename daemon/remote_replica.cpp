@@ -122,4 +122,11 @@ uint64_t RemoteSync::SpareAwaitSleepNs(uint64_t now_ns) const {
   return sleep_ns;
 }
 
+bool RemoteSync::ReplicaAwaitsPromptTimer() const {
+  for (const auto& r : replicas_) {
+    if (r->area->AwaitsPromptTimer()) return true;
+  }
+  return false;
+}
+
 }  // namespace dsm

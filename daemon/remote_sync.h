@@ -72,6 +72,10 @@ class RemoteSync {
   // even for readers that keep the spare for the whole wait). 0: no replica
   // waits.
   uint64_t SpareAwaitSleepNs(uint64_t now_ns) const;
+  // Whether a replica has a timer that may come due within about a
+  // millisecond (AreaImport::AwaitsPromptTimer). Exports' timers are at
+  // least SyncParams::retransmit_timeout_ns away.
+  bool ReplicaAwaitsPromptTimer() const;
 
   // Control plane: a local client asks for `name`, which is not a local area.
   // Starts replicating it if another host has it. Returns a message for the

@@ -173,6 +173,38 @@ TEST(AreaImportPinTest, APublishWaitsForAFreeSpareAndATurnRetriesIt) {
   EXPECT_EQ(host.buffers[1], v5);
 }
 
+// dsmd sleeps longer between versions when no replica has a timer due soon:
+// one is while frames of a version may be missing (its NACK comes after a
+// short quiet) and while a complete version waits for a buffer (readers do
+// not wake dsmd when they free one).
+TEST(AreaImportPinTest, APromptTimerIsAwaitedOnlyWhileAssemblingOrWaitingToPublish) {
+  FakeReplicaHost host(2);
+  ImportCounters counters;
+  AreaImport import(kArea, 2, kParams, &host, &counters);
+  EXPECT_FALSE(import.AwaitsPromptTimer()) << "nothing assembled yet";
+  const Bytes v5 = RandomContent(5);
+  const Frames frames = MakeFrames(All(), v5, 5, 0, true, 1, kFrameBytes);
+  ASSERT_GE(frames.size(), 2u);
+  import.OnData(frames[0], kT0);
+  EXPECT_TRUE(import.AwaitsPromptTimer()) << "frames of version 5 may be missing";
+  for (size_t i = 1; i < frames.size(); ++i) import.OnData(frames[i], kT0);
+  ASSERT_EQ(host.published, (std::vector<uint64_t>{5}));
+  EXPECT_FALSE(import.AwaitsPromptTimer()) << "published: nothing is due soon";
+
+  // Version 6 completes while local readers pin the only spare.
+  host.pinned = 0b01;
+  import.Turn(kT0 + 1);
+  ASSERT_EQ(import.target(), -1);
+  const Bytes v6 = Rewrite(v5, {10}, 0x66);
+  Deliver(import, MakeFrames(Lines({10}), v6, 6, 5, false, 2, kFrameBytes), kT0 + 2);
+  ASSERT_TRUE(import.receiver().publish_pending());
+  EXPECT_TRUE(import.AwaitsPromptTimer()) << "the publish waits for a buffer";
+  host.pinned = 0;
+  EXPECT_TRUE(import.Turn(kT0 + 3));
+  EXPECT_EQ(host.published, (std::vector<uint64_t>{5, 6}));
+  EXPECT_FALSE(import.AwaitsPromptTimer());
+}
+
 TEST_F(AreaImportTest, TheLatestBufferNeverChangesBetweenPublishesAndTheNextIsExact) {
   const Bytes v5 = ReceiveFirstVersion();
   const Bytes v6 = Rewrite(v5, {0, 500, 1000}, 0x66);
