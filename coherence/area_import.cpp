@@ -17,6 +17,14 @@ AreaImport::AreaImport(size_t area_bytes, uint32_t buffer_count, const SyncParam
 }
 
 void AreaImport::Aim(bool catch_up) {
+  if (host_->InPlaceCapable()) {
+    // Held until complete: no spare is chosen (nor written) before then.
+    if (receiver_.Hold()) {
+      target_ = -1;
+      forward_ = -1;
+    }
+    return;
+  }
   const int buffer = host_->SpareForNextVersion();
   uint8_t* dst = host_->Buffer(buffer);
   if (!receiver_.SetTarget(dst)) return;
@@ -30,6 +38,13 @@ void AreaImport::Aim(bool catch_up) {
   }
 }
 
+void AreaImport::Spill() {
+  const int buffer = host_->SpareForNextVersion();
+  receiver_.Spill(host_->Buffer(buffer));
+  target_ = buffer;
+  forward_ = -1;
+}
+
 void AreaImport::AimForward() {
   const int forward = host_->SpareBesides(target_);
   if (forward >= 0 && receiver_.SetForward(host_->Buffer(forward))) forward_ = forward;
@@ -41,6 +56,16 @@ wire::DropReason AreaImport::OnData(const wire::Frame& frame, uint64_t now_ns) {
   // is out).
   if (target_ < 0 && receiver_.changed().Empty()) Aim(false);
   if (target_ >= 0 && forward_ < 0 && receiver_.changed().Empty()) AimForward();
+  // A version too large to hold goes to a spare: judged by its first frame
+  // (frames of a transfer are about equally full), or once it outgrows it.
+  if (receiver_.holding()) {
+    const size_t bytes = frame.line_data.size();
+    const size_t held = receiver_.held_bytes();
+    if (held + bytes > params_.hold_max_bytes ||
+        (held == 0 && size_t{frame.header.frame_count} * bytes > params_.hold_max_bytes)) {
+      Spill();
+    }
+  }
   const ReplicaReceiver::Result res = receiver_.OnData(frame, now_ns);
   if (res.drop == wire::DropReason::kNone) {
     progress_ns_ = now_ns;
@@ -67,7 +92,36 @@ wire::DropReason AreaImport::OnData(const wire::Frame& frame, uint64_t now_ns) {
   return res.drop;
 }
 
+bool AreaImport::PublishHeld(uint64_t now_ns) {
+  const LineSet& written = receiver_.changed();
+  const uint64_t version = receiver_.complete_version();
+  if (host_->BeginInPlace()) {
+    // Every local reader of the latest buffer waits: the version goes there.
+    const uint32_t latest = host_->Latest();
+    const size_t bytes = receiver_.ApplyHeld(host_->Buffer(static_cast<int>(latest)));
+    StoreFence();
+    host_->EndInPlace(version, bytes, now_ns);
+    publisher_.RecordPublished(written, latest);
+    ++counters_->versions_written_in_place;
+  } else {
+    const int target = host_->SpareToPublish();
+    if (target < 0) return false;  // local readers hold every spare buffer
+    uint8_t* dst = host_->Buffer(target);
+    size_t bytes = receiver_.ApplyHeld(dst);
+    const uint8_t* latest = host_->Buffer(static_cast<int>(host_->Latest()));
+    bytes += publisher_.CopyLacking(written, static_cast<uint32_t>(target), latest, dst);
+    host_->Publish(static_cast<uint32_t>(target), version, bytes, now_ns);
+    publisher_.RecordPublished(written, static_cast<uint32_t>(target));
+  }
+  if (marks_) marks_->Mark(Stage::kPublished, version, origin_host_, marks_->NowNs());
+  receiver_.Published();
+  published_ns_ = now_ns;
+  Aim(false);
+  return true;
+}
+
 bool AreaImport::Publish(uint64_t now_ns) {
+  if (receiver_.holding()) return PublishHeld(now_ns);
   const int target = target_ >= 0 ? target_ : host_->SpareToPublish();
   if (target < 0) return false;  // local readers hold every spare buffer
   const LineSet& written = receiver_.changed();

@@ -5,10 +5,14 @@
 // logic: the replica's buffers, local readers' pins, publishing and the way
 // back to the writer's host are reached through ImportHost; time is passed in.
 //
-// Frames of the next version go straight into a spare reader buffer when one
-// is free (no copy at publish), else into the staging copy, which is copied
-// into a spare once local readers free one. The latest buffer never changes
-// between publishes: local readers may hold it.
+// On a host that can (ImportHost::InPlaceCapable), the lines of a version up
+// to SyncParams::hold_max_bytes are held until it is complete, then written
+// in one go into the latest buffer if every local reader mapping it waits
+// for a newer version (ImportHost::BeginInPlace), else into a spare. Other
+// versions' frames go straight into a spare reader buffer when one is free
+// (no copy at publish), else into the staging copy, which is copied into a
+// spare once local readers free one. The latest buffer changes between
+// publishes only while no local reader can read it.
 #ifndef DSM_COHERENCE_AREA_IMPORT_H_
 #define DSM_COHERENCE_AREA_IMPORT_H_
 
@@ -61,6 +65,17 @@ class ImportHost {
   // of the next.
   virtual void CaughtUp(size_t bytes) = 0;
   virtual void SendAck(const AckReport& ack) = 0;
+
+  // In-place versions. Whether the frames of a version are held until it is
+  // complete (ReplicaReceiver::Hold) so that it can go into the latest buffer
+  // in one short write.
+  virtual bool InPlaceCapable() { return false; }
+  // Takes the latest buffer for that write: true only if every local reader
+  // mapping it waits for a newer version (and yields it meanwhile).
+  virtual bool BeginInPlace() { return false; }
+  // The taken buffer now holds `version` (`bytes_copied` written): it stays
+  // the latest, and its readers get it back.
+  virtual void EndInPlace(uint64_t /*version*/, size_t /*bytes_copied*/, uint64_t /*now_ns*/) {}
 };
 
 // What AreaImport did, for dsmctl (added to, never reset).
@@ -68,6 +83,9 @@ struct ImportCounters {
   uint64_t versions_received = 0;
   uint64_t versions_received_in_place = 0;  // frames went straight to the published buffer
   uint64_t versions_received_forward = 0;   // of those: also into the next version's buffer
+  // Held until complete, then written into the latest buffer while every
+  // local reader of it waited (ImportHost::BeginInPlace).
+  uint64_t versions_written_in_place = 0;
   uint64_t acks_out = 0;
   uint64_t resyncs = 0;  // replicas that made no progress and asked for the whole area anew
 };
@@ -105,7 +123,7 @@ class AreaImport {
   // and has no spare for the next one yet (local readers hold it): its next
   // turn should come soon, readers do not wake dsmd.
   bool AwaitsSpare(uint64_t now_ns) const {
-    return target_ < 0 && !receiver_.assembling() && published_ns_ != 0 &&
+    return target_ < 0 && !receiver_.holding() && !receiver_.assembling() && published_ns_ != 0 &&
            now_ns - published_ns_ < params_.spare_await_ns;
   }
   // When the last version was published (0: none yet).
@@ -131,6 +149,12 @@ class AreaImport {
   void AimForward();
   // Publishes the completed version (false: no buffer free yet).
   bool Publish(uint64_t now_ns);
+  // The same for a version whose frames were held: in place into the latest
+  // buffer if its readers all wait, else into a spare.
+  bool PublishHeld(uint64_t now_ns);
+  // A held version outgrows SyncParams::hold_max_bytes: its lines go to a
+  // spare (or the staging copy) from now on.
+  void Spill();
   // Tells the writer's host the complete version and what is missing of the
   // one assembled: `every_missing` (a NACK after the quiet), every range up to
   // SyncParams::nack_max_ranges in several ACK frames; else one frame's worth.

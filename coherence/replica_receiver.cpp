@@ -15,7 +15,35 @@ bool ReplicaReceiver::SetTarget(uint8_t* staging) {
   if (!changed_.Empty()) return false;
   staging_ = staging;
   forward_ = nullptr;
+  holding_ = false;
   return true;
+}
+
+bool ReplicaReceiver::Hold() {
+  if (!changed_.Empty()) return false;
+  forward_ = nullptr;
+  holding_ = true;
+  held_runs_.clear();
+  held_bytes_.clear();
+  return true;
+}
+
+size_t ReplicaReceiver::ApplyHeld(uint8_t* dst) const {
+  const uint8_t* data = held_bytes_.data();
+  for (const wire::Run& run : held_runs_) {
+    const size_t bytes = size_t{run.line_count} * kLineBytes;
+    CopyLinesStreaming(dst + size_t{run.first_line} * kLineBytes, data, bytes);
+    data += bytes;
+  }
+  return held_bytes_.size();
+}
+
+void ReplicaReceiver::Spill(uint8_t* target) {
+  bytes_written_ += ApplyHeld(target);
+  staging_ = target;
+  holding_ = false;
+  held_runs_.clear();
+  held_bytes_.clear();
 }
 
 bool ReplicaReceiver::SetForward(uint8_t* forward) {
@@ -67,6 +95,13 @@ ReplicaReceiver::Result ReplicaReceiver::OnData(const wire::Frame& frame, uint64
     return r;
   }
   if (!assembling_ || h.version != version_ || h.transfer_id != transfer_) {
+    if (holding_) {
+      // What an unfinished transfer left held is dropped: nothing of it was
+      // written, and this transfer starts from a version the buffers have.
+      held_runs_.clear();
+      held_bytes_.clear();
+      changed_.Clear();
+    }
     assembling_ = true;
     version_ = h.version;
     transfer_ = h.transfer_id;
@@ -84,7 +119,15 @@ ReplicaReceiver::Result ReplicaReceiver::OnData(const wire::Frame& frame, uint64
     return r;
   }
   const uint8_t* data = frame.line_data.data();
-  for (size_t i = 0; i < frame.runs.size(); ++i) {
+  if (holding_) {
+    size_t bytes = 0;
+    for (size_t i = 0; i < frame.runs.size(); ++i) {
+      held_runs_.push_back(frame.runs[i]);
+      bytes += size_t{frame.runs[i].line_count} * kLineBytes;
+    }
+    held_bytes_.insert(held_bytes_.end(), data, data + bytes);
+  }
+  for (size_t i = 0; i < frame.runs.size() && !holding_; ++i) {
     const wire::Run run = frame.runs[i];
     const size_t bytes = size_t{run.line_count} * kLineBytes;
     // Streaming stores, single lines too (LineStores::kStreaming): the
@@ -115,6 +158,8 @@ void ReplicaReceiver::Published() {
   publish_pending_ = false;
   changed_.Clear();
   bytes_written_ = 0;
+  held_runs_.clear();
+  held_bytes_.clear();
 }
 
 void ReplicaReceiver::Reset() {

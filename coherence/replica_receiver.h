@@ -37,6 +37,21 @@ class ReplicaReceiver {
   bool SetForward(uint8_t* forward);
   const uint8_t* forward() const { return forward_; }
 
+  // Holds accepted lines (their bytes, in order) instead of writing them
+  // anywhere, from now on until SetTarget or Spill: the completed version
+  // then goes in one short write (ApplyHeld), in place into the buffer
+  // readers map while they wait. Only between versions, as SetTarget.
+  bool Hold();
+  bool holding() const { return holding_; }
+  // Line bytes held.
+  size_t held_bytes() const { return held_bytes_.size(); }
+  // Writes the held lines into `dst` in the order they came (streaming
+  // stores, not fenced); returns their bytes. They stay held.
+  size_t ApplyHeld(uint8_t* dst) const;
+  // Writes the held lines into `target` and sends later lines there
+  // (SetTarget), for a version too large to hold.
+  void Spill(uint8_t* target);
+
   struct Result {
     wire::DropReason drop = wire::DropReason::kNone;
     bool completed = false;  // a version became complete: publish it locally
@@ -53,7 +68,7 @@ class ReplicaReceiver {
   // its host lists as latest).
   void Reset();
   bool publish_pending() const { return publish_pending_; }
-  // Lines staged since the last local publish.
+  // Lines staged (or held) since the last local publish.
   const LineSet& changed() const { return changed_; }
   // Line bytes written since the last local publish (a line written by two
   // transfers counts twice).
@@ -95,6 +110,10 @@ class ReplicaReceiver {
   std::vector<uint64_t> received_;  // bit per seq
   uint64_t last_frame_ns_ = 0;
   uint64_t version_limit_ = UINT64_MAX;
+  // Hold(): the accepted runs and their bytes, back to back.
+  bool holding_ = false;
+  std::vector<wire::Run> held_runs_;
+  std::vector<uint8_t> held_bytes_;
 };
 
 }  // namespace dsm

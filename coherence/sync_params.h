@@ -4,6 +4,7 @@
 #ifndef DSM_COHERENCE_SYNC_PARAMS_H_
 #define DSM_COHERENCE_SYNC_PARAMS_H_
 
+#include <cstddef>
 #include <cstdint>
 
 namespace dsm {
@@ -97,6 +98,12 @@ struct SyncParams {
   // of backlog: one other workers wait for (a step count) is not held up by
   // megabytes of a managed area's lines queued before it.
   uint32_t urgent_max_frames = 2;
+  // A replica holds the line bytes of a version it assembles up to this
+  // much (ReplicaReceiver::Hold), so that the complete version goes in one
+  // short write into the buffer its readers map while they wait for it
+  // (ImportHost::BeginInPlace): one store per line, no catch-up of a spare,
+  // no remap. Larger versions go straight into a spare.
+  size_t hold_max_bytes = 8u << 20;
 };
 
 }  // namespace dsm

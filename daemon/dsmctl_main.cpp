@@ -197,6 +197,7 @@ json Counters(const Daemon& d) {
           {"versions_received", c.versions_received},
           {"versions_received_in_place", c.versions_received_in_place},
           {"versions_received_forward", c.versions_received_forward},
+          {"versions_written_in_place", c.versions_written_in_place},
           {"versions_shadowed", c.versions_shadowed},
           {"pins_yielded", c.pins_yielded},
           {"versions_from_stage", c.versions_from_stage},

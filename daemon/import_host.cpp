@@ -15,17 +15,36 @@ ShmImportHost::ShmImportHost(AreaDirectory* directory, uint32_t index, AreaContr
       backing_(backing),
       send_ack_(std::move(send_ack)) {}
 
-int ShmImportHost::SpareForNextVersion() {
-  // A reader pins only the latest buffer (PinLatest re-checks `latest`), so a
-  // buffer unpinned now stays unpinned until we make it the latest.
-  return PickTargetBuffer(area_.buffer_count, Latest(), PinnedBuffers(area_));
+int ShmImportHost::ForWriting(int buffer) {
+  // A reader pins the latest buffer (PinLatest re-checks `latest`), or one
+  // that holds an exact version when an in-place write kept it waiting too
+  // long (PinExactOther, which MarkForWriting's order excludes); so a buffer
+  // marked unpinned here stays unpinned until we make it the latest.
+  if (buffer < 0 || MarkForWriting(area_, static_cast<uint32_t>(buffer))) return buffer;
+  return -1;
 }
 
-int ShmImportHost::SpareToPublish() { return ChoosePublishTarget(area_); }
+int ShmImportHost::SpareForNextVersion() {
+  return ForWriting(PickTargetBuffer(area_.buffer_count, Latest(), PinnedBuffers(area_)));
+}
+
+int ShmImportHost::SpareToPublish() { return ForWriting(ChoosePublishTarget(area_)); }
 
 int ShmImportHost::SpareBesides(int buffer) {
   const uint32_t taken = buffer >= 0 ? 1u << buffer : 0;
-  return PickTargetBuffer(area_.buffer_count, Latest(), PinnedBuffers(area_) | taken);
+  return ForWriting(PickTargetBuffer(area_.buffer_count, Latest(), PinnedBuffers(area_) | taken));
+}
+
+bool ShmImportHost::BeginInPlace() {
+  in_place_ = TakeLatestInPlace(area_);
+  return in_place_ >= 0;
+}
+
+void ShmImportHost::EndInPlace(uint64_t version, size_t bytes_copied, uint64_t now_ns) {
+  if (in_place_ < 0) return;
+  ::dsm::EndInPlace(area_, static_cast<uint32_t>(in_place_), version, now_ns, bytes_copied);
+  in_place_ = -1;
+  if (!named_ && current_) named_ = directory_->NameReplica(index_);
 }
 
 uint32_t ShmImportHost::Latest() { return UnpackLatest(area_.latest.load()).buffer; }

@@ -29,6 +29,9 @@ class ShmImportHost : public ImportHost {
   void Publish(uint32_t buffer, uint64_t version, size_t bytes_copied, uint64_t now_ns) override;
   void CaughtUp(size_t bytes) override;
   void SendAck(const AckReport& ack) override { send_ack_(ack); }
+  bool InPlaceCapable() override { return true; }
+  bool BeginInPlace() override;
+  void EndInPlace(uint64_t version, size_t bytes_copied, uint64_t now_ns) override;
 
   // Local clients can attach it by name (it published a first version).
   bool named() const { return named_; }
@@ -43,6 +46,11 @@ class ShmImportHost : public ImportHost {
   AreaControl& area_;
   uint8_t* backing_;
   std::function<void(const AckReport&)> send_ack_;
+  // `buffer` (a spare, or -1: the staging copy) if it may be written (it is
+  // marked inexact first), else -1.
+  int ForWriting(int buffer);
+
+  int in_place_ = -1;    // the buffer BeginInPlace took
   bool named_ = false;   // attachable by local clients
   bool current_ = true;  // see SetCurrent
 };

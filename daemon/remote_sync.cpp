@@ -130,6 +130,7 @@ void RemoteSync::PublishTransportCounters() {
   stats_.versions_received = import_counters_.versions_received;
   stats_.versions_received_in_place = import_counters_.versions_received_in_place;
   stats_.versions_received_forward = import_counters_.versions_received_forward;
+  stats_.versions_written_in_place = import_counters_.versions_written_in_place;
   stats_.acks_out = import_counters_.acks_out;
   stats_.replica_resyncs = import_counters_.resyncs;
   const net::TransportStats t = transport_->stats();

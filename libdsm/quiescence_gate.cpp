@@ -32,8 +32,14 @@ void QuiescenceGate::EnsureOnlineLocked() {
   if (!t_thread.online) {
     t_thread.registered = true;
     t_thread.online = true;
-    ++online_;
+    if (online_++ == 0 && busy_hook_) busy_hook_();
   }
+}
+
+void QuiescenceGate::SetIdleHooks(void (*idle)(), void (*busy)()) {
+  std::lock_guard lock(mu_);
+  idle_hook_ = idle;
+  busy_hook_ = busy;
 }
 
 void QuiescenceGate::Offline() {
@@ -42,7 +48,7 @@ void QuiescenceGate::Offline() {
   // A sync in progress counts this thread as quiescent: it may not leave yet.
   cv_.wait(lock, [&] { return !syncing_; });
   t_thread.online = false;
-  --online_;
+  if (--online_ == 0 && idle_hook_) idle_hook_();
   cv_.notify_all();
 }
 

@@ -42,6 +42,12 @@ class QuiescenceGate {
   // thread at a quiescent point should join even if it has nothing due. Lock-free.
   bool SomeoneWaiting() const { return run_waiters_.load(std::memory_order_relaxed) > 0; }
 
+  // Hooks called with the gate's lock held: `idle` when the last online
+  // thread goes offline (no thread reads an area now), `busy` when a thread
+  // comes online again, before it can. The session yields and takes back
+  // the pins of the replicas it reads (ReaderArea::YieldReplicas).
+  void SetIdleHooks(void (*idle)(), void (*busy)());
+
   // For diagnostics and tests.
   int online_threads();
 
@@ -56,6 +62,8 @@ class QuiescenceGate {
   std::atomic<int> run_waiters_{0};  // threads inside RunQuiescent
   bool syncing_ = false;
   uint64_t generation_ = 0;  // completed sync runs
+  void (*idle_hook_)() = nullptr;
+  void (*busy_hook_)() = nullptr;
 };
 
 }  // namespace dsm

@@ -2,15 +2,84 @@
 
 #include <sys/mman.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <mutex>
+#include <vector>
 
 #include "coherence/version_publisher.h"
 #include "dsm/dsm.h"
-#include "libdsm/errors.h"
+#include "libdsm/contract/clock.h"
 #include "libdsm/contract/publish_protocol.h"
+#include "libdsm/errors.h"
 
 namespace dsm {
+
+namespace {
+
+// How long a reader waits for dsmd's in-place write of the buffer it maps
+// (normally microseconds) before it moves to an older exact version, and
+// how long it keeps trying in all.
+constexpr uint64_t kInPlaceWaitNs = 20'000'000;
+constexpr uint64_t kReclaimGiveUpNs = 1'000'000'000;
+
+// The replicas this process reads (their pins yield together).
+std::mutex g_replicas_mu;
+std::vector<ReaderArea*>& Replicas() {
+  static auto* v = new std::vector<ReaderArea*>();
+  return *v;
+}
+
+}  // namespace
+
+void ReaderArea::YieldReplicas() {
+  std::lock_guard lock(g_replicas_mu);
+  for (ReaderArea* r : Replicas()) YieldPin(*r->control_, r->slot_);
+}
+
+void ReaderArea::ReclaimReplicas() {
+  std::lock_guard lock(g_replicas_mu);
+  for (ReaderArea* r : Replicas()) r->Reclaim();
+}
+
+void ReaderArea::Reclaim() {
+  if (buffer_ == kNoBuffer) return;
+  const uint64_t give_up = MonotonicNs() + kReclaimGiveUpNs;
+  for (;;) {
+    if (ReclaimPin(*control_, slot_, kInPlaceWaitNs)) {
+      // dsmd may have written a newer version into it meanwhile (it stores
+      // which before it gives the pin back).
+      version_ = control_->buffer_version[buffer_].load();
+      return;
+    }
+    // dsmd stopped (or died) in the middle of that write: an older version
+    // that is whole rather than wait on.
+    LatestVersion other{};
+    if (PinExactOther(*control_, slot_, buffer_, &other)) {
+      if (Switch(other.buffer)) {
+        buffer_ = other.buffer;
+        version_ = other.version;
+      } else {
+        MapNothing();
+      }
+      return;
+    }
+    const uint32_t pin = control_->reader_pin[slot_].load();
+    if ((pin & 0xff) != buffer_ || MonotonicNs() >= give_up) {
+      MapNothing();  // our buffer is half written and nothing whole is pinned
+      return;
+    }
+  }
+}
+
+void ReaderArea::MapNothing() {
+  mmap(reinterpret_cast<void*>(control_->addr), control_->mapped_size, PROT_NONE,
+       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
+  control_->reader_pin[slot_].store(kNoPins);
+  buffer_ = kNoBuffer;
+  version_ = 0;
+}
 
 std::unique_ptr<ReaderArea> ReaderArea::Map(AreaControl* control, uint32_t index, uint32_t slot,
                                             int region_fd) {
@@ -24,12 +93,21 @@ std::unique_ptr<ReaderArea> ReaderArea::Map(AreaControl* control, uint32_t index
     }
     return nullptr;
   }
+  if (control->is_replica) {
+    std::lock_guard lock(g_replicas_mu);
+    Replicas().push_back(area.get());
+  }
   return area;
 }
 
 // The owner (ClientSession) gives the area's address range back to the region
 // reservation; the parking spots are ours.
 ReaderArea::~ReaderArea() {
+  {
+    std::lock_guard lock(g_replicas_mu);
+    auto& v = Replicas();
+    v.erase(std::remove(v.begin(), v.end(), this), v.end());
+  }
   control_->reader_pin[slot_].store(kNoPins);
   for (uint8_t* spot : spot_) {
     if (spot) munmap(spot, control_->mapped_size);
@@ -65,6 +143,7 @@ void ReaderArea::Park(uint32_t buffer) {
 
 bool ReaderArea::Switch(uint32_t buffer) {
   const uint32_t old = buffer_;
+  if (old == buffer) return true;  // a version written in place: mapped already
   if (old != kNoBuffer) Park(old);
   if (parked_[buffer]) {
     void* p = mremap(spot_[buffer], control_->mapped_size, control_->mapped_size,

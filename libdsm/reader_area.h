@@ -26,6 +26,15 @@ class ReaderArea {
   // replacing it; try again later) or DSM_ERR_SYSTEM.
   int MoveToLatest();
 
+  // In-place versions (docs/region-layout.md): the quiescence gate's hooks.
+  // Every replica this process reads yields its pin while no thread of the
+  // process can read (dsmd may then write the next version into the buffer
+  // in place), and takes it back before one can, waiting for such a write
+  // to end (or moving to a buffer that holds an older exact version, if it
+  // takes too long).
+  static void YieldReplicas();
+  static void ReclaimReplicas();
+
   uint64_t version() const { return version_; }
   uint32_t buffer() const { return buffer_; }
   AreaControl* control() const { return control_; }
@@ -41,6 +50,10 @@ class ReaderArea {
   // populated mapping there (page tables move, nothing refaults), or by mapping
   // it afresh. The buffer that was there is parked in its spot.
   bool Switch(uint32_t buffer);
+  void Reclaim();
+  // Unreadable (PROT_NONE) at the area's address, holding no buffer: the
+  // last resort when the buffer it mapped was left half written.
+  void MapNothing();
   bool MapFresh(uint32_t buffer);
   void Park(uint32_t buffer);
 

@@ -48,6 +48,9 @@ int ClientSession::Open(const dsm_init_opts* opts, std::unique_ptr<ClientSession
   s->quiesce_timeout_ns_ = EnvU64("DSM_QUIESCE_TIMEOUT_US", kDefaultQuiesceTimeoutUs) * 1000;
   s->free_drain_ns_ = EnvU64("DSM_FREE_DRAIN_MS", kDefaultFreeDrainMs) * 1000000;
   if (int rc = s->control_.Connect(path, timeout_ms); rc != DSM_OK) return rc;
+  // While every thread sleeps (dsm_wait_version), dsmd may write a replica's
+  // next version into the buffer this process maps.
+  QuiescenceGate::Instance().SetIdleHooks(&ReaderArea::YieldReplicas, &ReaderArea::ReclaimReplicas);
 
   Request req{};
   req.type = RequestType::kHello;

@@ -61,6 +61,8 @@ struct RemoteCounters {
   uint64_t managed_over_budget_bytes;
   uint64_t versions_received_forward;  // of versions_received_in_place: their frames also
                                        // wrote the buffer the next version goes to
+  uint64_t versions_written_in_place;  // of versions_received: held until complete, then
+                                       // written into the latest buffer while readers waited
 };
 
 // What dsmd knows of each host of the cluster.

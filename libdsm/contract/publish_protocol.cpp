@@ -38,6 +38,50 @@ void WakeVersionWaiters(AreaControl& area) {
   if (area.version_waiters.load() != 0) Futex(LatestLowHalf(area), FUTEX_WAKE, INT_MAX, nullptr);
 }
 
+uint32_t* WordOf(std::atomic<uint32_t>& a) { return reinterpret_cast<uint32_t*>(&a); }
+
+void SleepWhile(std::atomic<uint32_t>& word, uint32_t value, uint64_t ns) {
+  const timespec ts{static_cast<time_t>(ns / 1'000'000'000), static_cast<long>(ns % 1'000'000'000)};
+  Futex(WordOf(word), FUTEX_WAIT, value, &ts);
+}
+
+// How long a reader sleeps at a time while dsmd writes the buffer it wants in
+// place (the write is short; the sleep ends early when it does).
+constexpr uint64_t kInPlaceWaitSliceNs = 1'000'000;
+
+bool PinsBuffer(uint32_t pin, uint32_t buffer) {
+  return (pin & 0xff) == buffer || ((pin >> 8) & 0xff) == buffer;
+}
+
+// The latest version's bookkeeping, once `target` holds it (before readers
+// are woken).
+void StoreLatest(AreaControl& area, uint32_t target, uint64_t version, uint64_t now_ns) {
+  area.buffer_version[target].store(version);
+  area.buffer_published_ns[target].store(now_ns);
+  area.latest.store(PackLatest(version, target));
+}
+
+void CountPublish(AreaControl& area, uint64_t now_ns, size_t bytes_copied) {
+  area.confirmed_ns.store(now_ns);
+  area.publishes.fetch_add(1, std::memory_order_relaxed);
+  area.bytes_published.fetch_add(bytes_copied, std::memory_order_relaxed);
+}
+
+// Gives every pin dsmd took for an in-place write of `buffer` back (yielded,
+// as their readers left them), wakes those readers, and ends the write.
+void GiveBackTakenPins(AreaControl& area) {
+  for (uint32_t s = 0; s < kMaxReadersPerArea; ++s) {
+    uint32_t w = area.reader_pin[s].load();
+    if ((w & kPinTaken) == 0) continue;
+    // (Fails only if the reader gave up waiting: PinExactOther.)
+    if (area.reader_pin[s].compare_exchange_strong(w, (w & ~kPinTaken) | kPinYielded)) {
+      Futex(WordOf(area.reader_pin[s]), FUTEX_WAKE, INT_MAX, nullptr);
+    }
+  }
+  area.in_place_buffer.store(0);
+  Futex(WordOf(area.in_place_buffer), FUTEX_WAKE, INT_MAX, nullptr);
+}
+
 }  // namespace
 
 uint32_t PinnedBuffers(const AreaControl& area) {
@@ -71,13 +115,9 @@ int ChoosePublishTarget(AreaControl& area) {
 
 void CompletePublish(AreaControl& area, uint32_t target, uint64_t version, uint64_t now_ns,
                      size_t bytes_copied) {
-  area.buffer_version[target].store(version);
-  area.buffer_published_ns[target].store(now_ns);
-  area.latest.store(PackLatest(version, target));
+  StoreLatest(area, target, version, now_ns);
   WakeVersionWaiters(area);
-  area.confirmed_ns.store(now_ns);
-  area.publishes.fetch_add(1, std::memory_order_relaxed);
-  area.bytes_published.fetch_add(bytes_copied, std::memory_order_relaxed);
+  CountPublish(area, now_ns, bytes_copied);
 }
 
 void CatchUpNextTarget(AreaControl& area, VersionPublisher& publisher, uint8_t* const* buffers,
@@ -135,11 +175,20 @@ bool PinLatest(AreaControl& area, uint32_t slot, uint32_t current, LatestVersion
   // visible; it then has already moved `latest` away from that buffer, so the
   // re-check fails and we try again. Bounded: a writer publishing faster than we
   // can pin makes us give up until the next attempt.
+  // dsmd writing the latest buffer in place stores `in_place_buffer` before
+  // it reads the pins; we store our pin before we read it: one of us sees the
+  // other, and we wait for the write to end.
   constexpr int kAttempts = 16;
   for (int attempt = 0; attempt < kAttempts; ++attempt) {
     const uint64_t word = area.latest.load();
     const LatestVersion latest = UnpackLatest(word);
     area.reader_pin[slot].store(PinWord(current, latest.buffer));
+    const uint32_t writing = area.in_place_buffer.load();
+    if (writing == latest.buffer + 1) {
+      SetPin(area, slot, current);
+      SleepWhile(area.in_place_buffer, writing, kInPlaceWaitSliceNs);
+      continue;
+    }
     if (area.latest.load() == word) {
       *out = latest;
       return true;
@@ -151,6 +200,86 @@ bool PinLatest(AreaControl& area, uint32_t slot, uint32_t current, LatestVersion
 
 void SetPin(AreaControl& area, uint32_t slot, uint32_t current) {
   area.reader_pin[slot].store(PinWord(current, kNoBuffer));
+}
+
+void YieldPin(AreaControl& area, uint32_t slot) {
+  const uint32_t w = area.reader_pin[slot].load();
+  if ((w & 0xff) == kNoBuffer || (w & (kPinYielded | kPinTaken)) != 0) return;
+  area.reader_pin[slot].store(w | kPinYielded);
+}
+
+bool ReclaimPin(AreaControl& area, uint32_t slot, uint64_t wait_ns) {
+  const uint64_t deadline = MonotonicNs() + wait_ns;
+  for (;;) {
+    uint32_t w = area.reader_pin[slot].load();
+    if ((w & (kPinYielded | kPinTaken)) == 0) return true;
+    if ((w & kPinYielded) != 0) {
+      if (area.reader_pin[slot].compare_exchange_strong(w, w & ~kPinYielded)) return true;
+      continue;  // dsmd took it meanwhile
+    }
+    const uint64_t now = MonotonicNs();
+    if (now >= deadline) return false;
+    SleepWhile(area.reader_pin[slot], w, std::min(deadline - now, kInPlaceWaitSliceNs));
+  }
+}
+
+bool PinExactOther(AreaControl& area, uint32_t slot, uint32_t current, LatestVersion* out) {
+  uint32_t w = area.reader_pin[slot].load();
+  if ((w & kPinTaken) == 0) return false;
+  for (uint32_t b = 0; b < area.buffer_count; ++b) {
+    const uint64_t version = area.buffer_version[b].load();
+    if (b == current || version == 0) continue;
+    // dsmd writes one buffer of the area at a time, and it holds our pin
+    // for the write of `current`: `b` is not being written. MarkForWriting
+    // zeroes buffer_version before it reads the pins, so once our pin is
+    // stored, a later write into `b` sees it and goes elsewhere.
+    if (!area.reader_pin[slot].compare_exchange_strong(w, PinWord(b, kNoBuffer))) return false;
+    if (area.buffer_version[b].load() == version) {
+      *out = LatestVersion{version, b};
+      return true;
+    }
+    area.reader_pin[slot].store(kNoPins);  // not exact after all: hold nothing
+    return false;
+  }
+  return false;
+}
+
+int TakeLatestInPlace(AreaControl& area) {
+  const uint32_t latest = UnpackLatest(area.latest.load()).buffer;
+  if (latest >= area.buffer_count) return -1;
+  bool exact_other = false;
+  for (uint32_t b = 0; b < area.buffer_count; ++b) {
+    if (b != latest && area.buffer_version[b].load() != 0) exact_other = true;
+  }
+  if (!exact_other) return -1;
+  area.in_place_buffer.store(latest + 1);
+  for (uint32_t s = 0; s < kMaxReadersPerArea; ++s) {
+    uint32_t w = area.reader_pin[s].load();
+    if (!PinsBuffer(w, latest)) continue;
+    if ((w & kPinYielded) != 0 &&
+        area.reader_pin[s].compare_exchange_strong(w, (w & ~kPinYielded) | kPinTaken)) {
+      continue;
+    }
+    GiveBackTakenPins(area);  // a reader uses it (or just took its pin back)
+    return -1;
+  }
+  area.buffer_version[latest].store(0);  // half written from now on
+  return static_cast<int>(latest);
+}
+
+void EndInPlace(AreaControl& area, uint32_t buffer, uint64_t version, uint64_t now_ns,
+                size_t bytes_copied) {
+  StoreLatest(area, buffer, version, now_ns);
+  GiveBackTakenPins(area);
+  WakeVersionWaiters(area);
+  CountPublish(area, now_ns, bytes_copied);
+}
+
+bool MarkForWriting(AreaControl& area, uint32_t buffer) {
+  const uint64_t was = area.buffer_version[buffer].exchange(0);
+  if ((PinnedBuffers(area) & (1u << buffer)) == 0) return true;
+  area.buffer_version[buffer].store(was);
+  return false;
 }
 
 void ReleaseDaemonPins(AreaControl& area) {

@@ -60,6 +60,37 @@ void WaitStageChange(AreaControl& area, uint32_t seen, uint64_t timeout_ns);
 bool PinLatest(AreaControl& area, uint32_t slot, uint32_t current, LatestVersion* out);
 // Leaves only `current` pinned in the slot (kNoBuffer: nothing).
 void SetPin(AreaControl& area, uint32_t slot, uint32_t current);
+
+// In-place versions of a replica (docs/region-layout.md). A reader process
+// whose threads are all offline yields the pin of each replica it reads: it
+// still maps the buffer but reads nothing. dsmd may then take the latest
+// buffer, write the next version into it and publish it there; a reader
+// taking its pin back waits for that.
+//
+// Reader: marks its pin yielded (nothing to do without a mapped buffer).
+void YieldPin(AreaControl& area, uint32_t slot);
+// Reader: takes a yielded pin back, waiting up to `wait_ns` while dsmd writes
+// the buffer in place. Returns false if dsmd still does after that (the
+// buffer is half written: the caller must not read it).
+bool ReclaimPin(AreaControl& area, uint32_t slot, uint64_t wait_ns);
+// Reader, when ReclaimPin gave up: pins instead a buffer other than
+// `current` that holds exactly a version (buffer_version nonzero), dropping
+// the taken pin. Returns the buffer and its version, or false (no such
+// buffer, or dsmd began writing it: try ReclaimPin again).
+bool PinExactOther(AreaControl& area, uint32_t slot, uint32_t current, LatestVersion* out);
+// dsmd: takes the latest buffer for an in-place write: every reader pinning
+// it yielded, and another buffer holds an exact version (for a reader that
+// cannot wait, PinExactOther). Returns the buffer, or -1 (nothing taken).
+int TakeLatestInPlace(AreaControl& area);
+// dsmd: the taken buffer now holds `version`: makes it the latest, gives the
+// pins back and wakes their readers.
+void EndInPlace(AreaControl& area, uint32_t buffer, uint64_t version, uint64_t now_ns,
+                size_t bytes_copied);
+// dsmd, before writing into `buffer` (not the latest) on a replica: marks
+// it inexact, then checks that no reader pins it (PinExactOther pins such
+// buffers). Returns false, leaving it as it was, if one does.
+bool MarkForWriting(AreaControl& area, uint32_t buffer);
+
 // Clears the pins of dsmd's reader slots (it pins the version it ships): for
 // dsmd when it stops, and for a writer once dsmd is gone without doing so.
 void ReleaseDaemonPins(AreaControl& area);

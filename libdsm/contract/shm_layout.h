@@ -16,7 +16,7 @@
 namespace dsm {
 
 inline constexpr uint64_t kControlMagic = 0x4d53442d4c54434eULL;  // "NCTL-DSM"
-inline constexpr uint32_t kLayoutVersion = 19;
+inline constexpr uint32_t kLayoutVersion = 20;
 inline constexpr uint32_t kNoBuffer = 0xff;
 // A reader's pin word: the buffer it maps (low byte) and the one it is moving to
 // (second byte); kNoBuffer in a byte pins nothing.
@@ -24,6 +24,12 @@ inline constexpr uint32_t PinWord(uint32_t current, uint32_t next) {
   return (current & 0xff) | ((next & 0xff) << 8);
 }
 inline constexpr uint32_t kNoPins = PinWord(kNoBuffer, kNoBuffer);
+// Flags of a pin word (replicas; region-layout.md, "In-place versions"): the
+// reader's process reads nothing now (every thread offline), so dsmd may write
+// the buffer it maps in place; and dsmd does so now (the reader waits for it
+// to end before it reads again).
+inline constexpr uint32_t kPinYielded = 1u << 16;
+inline constexpr uint32_t kPinTaken = 1u << 17;
 // dsmd's own id where a client id is expected (its reader slots, replicas' writer).
 inline constexpr uint32_t kDaemonClientId = 0xffffffffu;
 
@@ -81,6 +87,9 @@ struct alignas(64) AreaControl {
   // `latest`. All four accesses are sequentially consistent (hazard pointers).
   alignas(64) std::atomic<uint64_t> latest;
   std::atomic<uint64_t> confirmed_ns;  // writer was quiescent and `latest` was its state
+  // The version each buffer was last published with. On a replica a nonzero
+  // value also means the buffer holds exactly that version: dsmd zeroes it
+  // (then re-reads the pins) before it writes into the buffer.
   std::atomic<uint64_t> buffer_version[kMaxReaderBuffers];
   std::atomic<uint64_t> buffer_published_ns[kMaxReaderBuffers];
 
@@ -155,6 +164,9 @@ struct alignas(64) AreaControl {
   // Threads of any process blocked (futex on the low half of `latest`) until a
   // newer version; whoever stores `latest` wakes them only if this is nonzero.
   alignas(64) std::atomic<uint32_t> version_waiters;
+  // A replica's latest buffer being written in place: buffer + 1 (0: none).
+  // Readers pinning the latest buffer wait while it names that buffer (futex).
+  std::atomic<uint32_t> in_place_buffer;
 };
 
 struct alignas(64) ControlHeader {

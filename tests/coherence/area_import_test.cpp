@@ -73,6 +73,22 @@ class FakeReplicaHost : public ImportHost {
     events.push_back("publish");
   }
   void CaughtUp(size_t bytes) override { caught_up += bytes; }
+  // In-place versions: offered when `in_place_capable`; the latest buffer is
+  // taken only while `readers_wait` (its local readers sleep).
+  bool in_place_capable = false;
+  bool readers_wait = true;
+  bool taken = false;
+  bool InPlaceCapable() override { return in_place_capable; }
+  bool BeginInPlace() override {
+    taken = in_place_capable && readers_wait && (pinned & ~(1u << latest)) == pinned;
+    return taken;
+  }
+  void EndInPlace(uint64_t version, size_t, uint64_t) override {
+    EXPECT_TRUE(taken);
+    taken = false;
+    published.push_back(version);
+    events.push_back("publish");
+  }
   void SendAck(const AckReport& a) override {
     acks.push_back({a.complete_version, a.holds_nothing, a.assembling_version,
                     std::vector<wire::SeqRange>(a.missing.begin(), a.missing.end())});
@@ -606,6 +622,157 @@ TEST(AreaImportResyncTest, WaitingForReadersSlowTransfersAndSilencesAreNotStalls
     import.Turn(kT0 + 4 * wait + 2);
     EXPECT_EQ(counters.resyncs, 1u) << "a whole bound heard without a frame";
   }
+}
+
+// In-place versions (ImportHost::InPlaceCapable): a version's lines are held
+// until it is complete, then written into the latest buffer while its local
+// readers wait, or into a spare with what that buffer lacks.
+class AreaImportInPlaceTest : public ::testing::Test {
+ protected:
+  explicit AreaImportInPlaceTest(uint32_t buffers = 2, const SyncParams& params = kParams)
+      : host_(Capable(buffers)), import_(kArea, buffers, params, &host_, &counters_) {}
+  static FakeReplicaHost Capable(uint32_t buffers) {
+    FakeReplicaHost h(buffers);
+    h.in_place_capable = true;
+    return h;
+  }
+
+  FakeReplicaHost host_;
+  ImportCounters counters_;
+  AreaImport import_;
+};
+
+TEST_F(AreaImportInPlaceTest, AHeldVersionGoesIntoTheLatestBufferInOneWriteAtItsEnd) {
+  const Bytes v5 = RandomContent(5);
+  Deliver(import_, MakeFrames(All(), v5, 5, 0, true, 1, kFrameBytes), kT0);
+  ASSERT_EQ(host_.published, (std::vector<uint64_t>{5}));
+  EXPECT_EQ(host_.latest, 0u) << "written in place";
+  EXPECT_EQ(host_.buffers[0], v5);
+  const Bytes v6 = Rewrite(v5, {0, 500, 1000}, 0x66);
+  const Frames frames = MakeFrames(Lines({0, 500, 1000}), v6, 6, 5, false, 2, kFrameBytes);
+  for (size_t i = 0; i + 1 < frames.size(); ++i) {
+    EXPECT_EQ(import_.OnData(frames[i], kT0 + 1), wire::DropReason::kNone);
+    EXPECT_EQ(host_.buffers[0], v5) << "written before the version was complete";
+    EXPECT_EQ(host_.buffers[1], Bytes(kRounded, 0)) << "a spare written";
+  }
+  import_.OnData(frames[frames.size() - 1], kT0 + 1);
+  ASSERT_EQ(host_.published, (std::vector<uint64_t>{5, 6}));
+  EXPECT_EQ(host_.latest, 0u);
+  EXPECT_EQ(host_.buffers[0], v6);
+  EXPECT_EQ(host_.buffers[1], Bytes(kRounded, 0));
+  EXPECT_EQ(counters_.versions_written_in_place, 2u);
+  EXPECT_EQ(host_.events, (std::vector<std::string>{"ack", "publish", "ack", "publish"}));
+}
+
+// Readers that wait and readers that are busy, in random turns: every
+// published buffer holds exactly its version, whichever way each went.
+TEST_F(AreaImportInPlaceTest, InPlaceAndSparePublishesInAnyOrderLeaveEveryVersionExact) {
+  std::mt19937_64 rng(3);
+  Bytes v = RandomContent(5);
+  Deliver(import_, MakeFrames(All(), v, 5, 0, true, 1, kFrameBytes), kT0);
+  size_t in_place = 1, to_spare = 0;
+  for (uint64_t version = 6; version < 200; ++version) {
+    host_.readers_wait = rng() % 3 != 0;
+    std::vector<size_t> changed;
+    for (int i = 0; i < 1 + static_cast<int>(rng() % 40); ++i) changed.push_back(rng() % 1001);
+    LineSet lines(kArea);
+    Bytes next = v;
+    for (size_t l : changed) {
+      lines.AddLines(l, 1);
+      for (size_t b = 0; b < kLineBytes && l * kLineBytes + b < kArea; ++b) {
+        next[l * kLineBytes + b] = static_cast<uint8_t>(rng());
+      }
+    }
+    Deliver(import_,
+            MakeFrames(lines, next, version, version - 1, false, static_cast<uint32_t>(version),
+                       kFrameBytes),
+            kT0 + version);
+    ASSERT_EQ(host_.published.back(), version);
+    ASSERT_EQ(host_.buffers[host_.latest], next) << "version " << version;
+    (host_.readers_wait ? in_place : to_spare)++;
+    v = next;
+  }
+  EXPECT_EQ(counters_.versions_written_in_place, in_place);
+  EXPECT_GT(to_spare, 20u);
+}
+
+TEST_F(AreaImportInPlaceTest, AReplacedTransferLeavesNothingOfItsHeldLines) {
+  const Bytes v5 = RandomContent(5);
+  Deliver(import_, MakeFrames(All(), v5, 5, 0, true, 1, kFrameBytes), kT0);
+  // Version 6 (lines 10..29) is cut short; the union 5 -> 7 replaces it and
+  // carries only lines 10..19 (20..29 went back to what version 5 had).
+  LineSet six(kArea), seven(kArea);
+  six.AddLines(10, 20);
+  seven.AddLines(10, 10);
+  Bytes v6 = v5, v7 = v5;
+  std::fill_n(v6.begin() + 10 * kLineBytes, 20 * kLineBytes, 0x66);
+  std::fill_n(v7.begin() + 10 * kLineBytes, 10 * kLineBytes, 0x77);
+  const Frames f6 = MakeFrames(six, v6, 6, 5, false, 2, kFrameBytes);
+  ASSERT_GT(f6.size(), 2u);
+  for (size_t i = 0; i + 1 < f6.size(); ++i) import_.OnData(f6[i], kT0 + 1);
+  Deliver(import_, MakeFrames(seven, v7, 7, 5, false, 3, kFrameBytes), kT0 + 2);
+  ASSERT_EQ(host_.published, (std::vector<uint64_t>{5, 7}));
+  EXPECT_EQ(host_.buffers[host_.latest], v7);
+}
+
+TEST(AreaImportHoldLimitTest, AVersionLargerThanTheHoldLimitGoesStraightIntoASpare) {
+  SyncParams params;
+  params.hold_max_bytes = 64 * kLineBytes;
+  FakeReplicaHost host(2);
+  host.in_place_capable = true;
+  ImportCounters counters;
+  AreaImport import(kArea, 2, params, &host, &counters);
+  const Bytes v5 = RandomContent(5);
+  const Frames frames = MakeFrames(All(), v5, 5, 0, true, 1, kFrameBytes);
+  import.OnData(frames[0], kT0);
+  EXPECT_FALSE(import.receiver().holding()) << "judged by its first frame";
+  EXPECT_EQ(import.target(), 1);
+  for (size_t i = 1; i < frames.size(); ++i) import.OnData(frames[i], kT0);
+  ASSERT_EQ(host.published, (std::vector<uint64_t>{5}));
+  EXPECT_EQ(host.latest, 1u);
+  EXPECT_EQ(host.buffers[1], v5);
+  EXPECT_EQ(counters.versions_received_in_place, 1u);
+  EXPECT_EQ(counters.versions_written_in_place, 0u);
+  // A small one is held again, and goes in place.
+  const Bytes v6 = Rewrite(v5, {7}, 0x66);
+  Deliver(import, MakeFrames(Lines({7}), v6, 6, 5, false, 2, kFrameBytes), kT0 + 1);
+  EXPECT_EQ(host.latest, 1u);
+  EXPECT_EQ(host.buffers[1], v6);
+  EXPECT_EQ(counters.versions_written_in_place, 1u);
+}
+
+TEST(AreaImportHoldLimitTest, AHeldVersionThatOutgrowsTheLimitSpillsIntoASpare) {
+  SyncParams params;
+  params.hold_max_bytes = 48 * kLineBytes;
+  FakeReplicaHost host(2);
+  host.in_place_capable = true;
+  ImportCounters counters;
+  AreaImport import(kArea, 2, params, &host, &counters);
+  const Bytes v5 = RandomContent(5);
+  Deliver(import, MakeFrames(All(), v5, 5, 0, true, 1, kFrameBytes), kT0);
+  ASSERT_EQ(host.latest, 1u);
+  // 60 lines in frames of 8: the last frame (4 lines) comes first, so the
+  // transfer looks like 8 x 4 lines, and is held until it outgrows 48.
+  LineSet lines(kArea);
+  lines.AddLines(100, 60);
+  Bytes v6 = v5;
+  std::fill_n(v6.begin() + 100 * kLineBytes, 60 * kLineBytes, 0x66);
+  const Frames frames = MakeFrames(lines, v6, 6, 5, false, 2, kFrameBytes);
+  ASSERT_EQ(frames.size(), 8u);
+  import.OnData(frames[7], kT0 + 1);
+  EXPECT_TRUE(import.receiver().holding());
+  for (size_t i = 0; i < 5; ++i) import.OnData(frames[i], kT0 + 1);
+  EXPECT_TRUE(import.receiver().holding()) << "44 lines held";
+  import.OnData(frames[5], kT0 + 1);
+  EXPECT_FALSE(import.receiver().holding()) << "52 lines";
+  EXPECT_EQ(import.target(), 0);
+  EXPECT_EQ(host.buffers[1], v5) << "the latest buffer changed";
+  import.OnData(frames[6], kT0 + 1);
+  ASSERT_EQ(host.published, (std::vector<uint64_t>{5, 6}));
+  EXPECT_EQ(counters.versions_received_in_place, 2u);
+  EXPECT_EQ(host.latest, 0u);
+  EXPECT_EQ(host.buffers[0], v6);
+  EXPECT_EQ(counters.versions_written_in_place, 0u);
 }
 
 }  // namespace

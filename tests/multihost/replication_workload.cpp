@@ -129,7 +129,11 @@ int RunReader(const std::string& socket, int id, const WorkloadOptions& o, Workl
       if (s.version != v || s.hash != XXH3_64bits(bytes + kLine, o.area_bytes - kLine)) ++r.torn;
     }
     if (b->writer_done && v >= b->writer_version.load()) break;
-    std::this_thread::sleep_for(std::chrono::microseconds(300));
+    if (id < o.waiting_readers) {
+      dsm_wait_version(p, last + 1, 50);  // (a timeout just looks again)
+    } else {
+      std::this_thread::sleep_for(std::chrono::microseconds(300));
+    }
   }
   r.final_version = dsm_version(p);
   r.final_hash = XXH3_64bits(p, o.area_bytes);

@@ -46,6 +46,10 @@ struct WorkloadOptions {
   double dirty_fraction = 0.01;
   uint32_t pause_us = 2000;  // between versions
   int readers = 2;
+  // Readers 0 .. waiting_readers-1 sleep in dsm_wait_version for the next
+  // version between snapshots (so dsmd may write it in place while they
+  // sleep); the others poll with dsm_service.
+  int waiting_readers = 0;
   int reader_timeout_s = 60;
   uint64_t seed = 42;  // which lines change: two writers of one name differ by seed
 };
