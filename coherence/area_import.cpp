@@ -58,7 +58,10 @@ wire::DropReason AreaImport::OnData(const wire::Frame& frame, uint64_t now_ns) {
   if (target_ >= 0 && forward_ < 0 && receiver_.changed().Empty()) AimForward();
   // A version too large to hold goes to a spare: judged by its first frame
   // (frames of a transfer are about equally full), or once it outgrows it.
-  if (receiver_.holding()) {
+  // (Not for a frame that will be dropped: a version waiting to publish, or
+  // an old one.)
+  if (receiver_.holding() && !receiver_.publish_pending() &&
+      !(receiver_.has_base() && frame.header.version <= receiver_.complete_version())) {
     const size_t bytes = frame.line_data.size();
     const size_t held = receiver_.held_bytes();
     if (held + bytes > params_.hold_max_bytes ||

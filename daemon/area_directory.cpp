@@ -391,6 +391,7 @@ void AreaDirectory::StartArea(uint32_t index, const AreaLayout& l, uint64_t now_
     a.buffer_published_ns[b].store(now_ns);
   }
   a.latest.store(PackLatest(0, 0));
+  a.in_place_buffer.store(0);
   a.remote_acked_version.store(UINT64_MAX);  // no remote host to wait for
   a.spare_wanted.store(0);
   a.confirmed_ns.store(l.confirmed_ns);

@@ -4,6 +4,7 @@
 #ifndef DSM_LIBDSM_READER_AREA_H_
 #define DSM_LIBDSM_READER_AREA_H_
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 
@@ -35,8 +36,8 @@ class ReaderArea {
   static void YieldReplicas();
   static void ReclaimReplicas();
 
-  uint64_t version() const { return version_; }
-  uint32_t buffer() const { return buffer_; }
+  uint64_t version() const { return version_.load(std::memory_order_relaxed); }
+  uint32_t buffer() const { return buffer_.load(std::memory_order_relaxed); }
   AreaControl* control() const { return control_; }
   uint32_t index() const { return index_; }
   uint32_t slot() const { return slot_; }
@@ -61,8 +62,10 @@ class ReaderArea {
   uint32_t index_;
   uint32_t slot_;
   int region_fd_;
-  uint32_t buffer_ = kNoBuffer;
-  uint64_t version_ = 0;
+  // Written at quiescent points, and by the gate's hook while every thread
+  // is offline; read by offline threads too (Behind, while they sleep).
+  std::atomic<uint32_t> buffer_{kNoBuffer};
+  std::atomic<uint64_t> version_{0};
   // Where each buffer waits, mapped and populated, while another one is at the
   // area's address: a private PROT_NONE reservation per buffer.
   uint8_t* spot_[kMaxReaderBuffers] = {};

@@ -371,6 +371,9 @@ int ClientSession::WaitVersion(const void* area, uint64_t version, uint32_t time
   }
   const uint64_t deadline = MonotonicNs() + uint64_t{timeout_ms} * 1000000;
   QuiescenceGate& gate = QuiescenceGate::Instance();
+  // Online first, so that its sleep takes it offline (and, the process's last
+  // online thread, lets dsmd write the next version in place meanwhile).
+  gate.EnsureRegistered();
   for (;;) {
     SleepUntilVersionOrDue(*reader, version, deadline);
     // At a quiescent point: move to the version once it exists, and do this
@@ -455,7 +458,10 @@ int ClientSession::Status(const void* area, dsm_area_status* st) {
   in.seen_version = a->reader->version();
   in.latest_version = latest;
   in.confirmed_ns = c->confirmed_ns.load();
-  in.superseded_ns = c->buffer_published_ns[a->reader->buffer()].load();
+  // (No buffer: the one it mapped was left half written; MoveToLatest maps
+  // the latest again at the next quiescent point.)
+  const uint32_t buffer = a->reader->buffer();
+  in.superseded_ns = buffer < kMaxReaderBuffers ? c->buffer_published_ns[buffer].load() : 0;
   in.bound_ns = c->staleness_bound_ns;
   in.writer_alive = st->writer_alive && segment_->header.daemon_alive.load();
   const Staleness s = ComputeStaleness(in);

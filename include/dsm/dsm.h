@@ -189,7 +189,11 @@ int dsm_service(void);
 int dsm_publish(const void *area);
 
 /* A thread that will not touch areas for a while marks itself offline so that
- * syncs do not wait for it; dsm_thread_online() before touching areas again. */
+ * syncs do not wait for it; dsm_thread_online() before touching areas again.
+ * A thread that touches areas must have called into the library (dsm_service,
+ * dsm_wait_version, dsm_thread_online) first: while every thread that did is
+ * offline or asleep in dsm_wait_version, dsmd may write a replica's next
+ * version into the buffer this process maps. */
 int dsm_thread_offline(void);
 int dsm_thread_online(void);
 

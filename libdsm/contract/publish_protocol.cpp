@@ -226,21 +226,27 @@ bool ReclaimPin(AreaControl& area, uint32_t slot, uint64_t wait_ns) {
 bool PinExactOther(AreaControl& area, uint32_t slot, uint32_t current, LatestVersion* out) {
   uint32_t w = area.reader_pin[slot].load();
   if ((w & kPinTaken) == 0) return false;
+  // The newest such version: the reader goes back as little as it can.
+  uint32_t best = kNoBuffer;
+  uint64_t best_version = 0;
   for (uint32_t b = 0; b < area.buffer_count; ++b) {
     const uint64_t version = area.buffer_version[b].load();
-    if (b == current || version == 0) continue;
-    // dsmd writes one buffer of the area at a time, and it holds our pin
-    // for the write of `current`: `b` is not being written. MarkForWriting
-    // zeroes buffer_version before it reads the pins, so once our pin is
-    // stored, a later write into `b` sees it and goes elsewhere.
-    if (!area.reader_pin[slot].compare_exchange_strong(w, PinWord(b, kNoBuffer))) return false;
-    if (area.buffer_version[b].load() == version) {
-      *out = LatestVersion{version, b};
-      return true;
+    if (b != current && version > best_version) {
+      best = b;
+      best_version = version;
     }
-    area.reader_pin[slot].store(kNoPins);  // not exact after all: hold nothing
-    return false;
   }
+  if (best == kNoBuffer) return false;
+  // dsmd writes one buffer of the area at a time, and it holds our pin for
+  // the write of `current`: `best` is not being written. MarkForWriting
+  // zeroes buffer_version before it reads the pins, so once our pin is
+  // stored, a later write into `best` sees it and goes elsewhere.
+  if (!area.reader_pin[slot].compare_exchange_strong(w, PinWord(best, kNoBuffer))) return false;
+  if (area.buffer_version[best].load() == best_version) {
+    *out = LatestVersion{best_version, best};
+    return true;
+  }
+  area.reader_pin[slot].store(kNoPins);  // not exact after all: hold nothing
   return false;
 }
 
