@@ -55,7 +55,6 @@ wire::DropReason AreaImport::OnData(const wire::Frame& frame, uint64_t now_ns) {
   // free by now (local readers move off the previous version as soon as it
   // is out).
   if (target_ < 0 && receiver_.changed().Empty()) Aim(false);
-  if (target_ >= 0 && forward_ < 0 && receiver_.changed().Empty()) AimForward();
   // A version too large to hold goes to a spare: judged by its first frame
   // (frames of a transfer are about equally full), or once it outgrows it.
   // (Not for a frame that will be dropped: a version waiting to publish, or
@@ -69,6 +68,7 @@ wire::DropReason AreaImport::OnData(const wire::Frame& frame, uint64_t now_ns) {
       Spill();
     }
   }
+  if (target_ >= 0 && forward_ < 0 && receiver_.changed().Empty()) AimForward();
   const ReplicaReceiver::Result res = receiver_.OnData(frame, now_ns);
   if (res.drop == wire::DropReason::kNone) {
     progress_ns_ = now_ns;
