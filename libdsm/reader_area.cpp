@@ -1,5 +1,6 @@
 #include "libdsm/reader_area.h"
 
+#include <signal.h>
 #include <sys/mman.h>
 
 #include <algorithm>
@@ -18,11 +19,12 @@ namespace dsm {
 
 namespace {
 
-// How long a reader waits for dsmd's in-place write of the buffer it maps
-// (normally microseconds) before it moves to an older exact version, and
-// how long it keeps trying in all.
-constexpr uint64_t kInPlaceWaitNs = 20'000'000;
-constexpr uint64_t kReclaimGiveUpNs = 1'000'000'000;
+// A reader waits for dsmd's in-place write of the buffer it maps (normally
+// well under a millisecond), looking every kInPlaceWaitNs whether dsmd is
+// still there; once it is gone, or after kInPlaceGiveUpNs (dsmd stopped),
+// it moves to an older whole version rather than wait on.
+constexpr uint64_t kInPlaceWaitNs = 10'000'000;
+constexpr uint64_t kInPlaceGiveUpNs = 5'000'000'000;
 
 // The replicas this process reads (their pins yield together).
 std::mutex g_replicas_mu;
@@ -43,9 +45,13 @@ void ReaderArea::ReclaimReplicas() {
   for (ReaderArea* r : Replicas()) r->Reclaim();
 }
 
+bool ReaderArea::DaemonGone() const {
+  return daemon_->daemon_alive.load() == 0 || (kill(daemon_->daemon_pid, 0) != 0 && errno == ESRCH);
+}
+
 void ReaderArea::Reclaim() {
   if (buffer_ == kNoBuffer) return;
-  const uint64_t give_up = MonotonicNs() + kReclaimGiveUpNs;
+  const uint64_t give_up = MonotonicNs() + kInPlaceGiveUpNs;
   for (;;) {
     if (ReclaimPin(*control_, slot_, kInPlaceWaitNs)) {
       // dsmd may have written a newer version into it meanwhile (it stores
@@ -53,8 +59,9 @@ void ReaderArea::Reclaim() {
       version_ = control_->buffer_version[buffer_].load();
       return;
     }
-    // dsmd stopped (or died) in the middle of that write: an older version
-    // that is whole rather than wait on.
+    if (!DaemonGone() && MonotonicNs() < give_up) continue;
+    // dsmd died (or stays stopped) in the middle of that write: an older
+    // version that is whole rather than wait on.
     LatestVersion other{};
     if (PinExactOther(*control_, slot_, buffer_, &other)) {
       if (Switch(other.buffer)) {
@@ -65,8 +72,10 @@ void ReaderArea::Reclaim() {
       }
       return;
     }
+    // (Still taken and nothing whole to move to: dsmd gave its pin back just
+    // now and the next try takes it, or there is none and it never will.)
     const uint32_t pin = control_->reader_pin[slot_].load();
-    if ((pin & 0xff) != buffer_ || MonotonicNs() >= give_up) {
+    if ((pin & 0xff) != buffer_ || ((pin & kPinTaken) != 0 && DaemonGone())) {
       MapNothing();  // our buffer is half written and nothing whole is pinned
       return;
     }
@@ -82,8 +91,8 @@ void ReaderArea::MapNothing() {
 }
 
 std::unique_ptr<ReaderArea> ReaderArea::Map(AreaControl* control, uint32_t index, uint32_t slot,
-                                            int region_fd) {
-  std::unique_ptr<ReaderArea> area(new ReaderArea(control, index, slot, region_fd));
+                                            int region_fd, const ControlHeader* daemon) {
+  std::unique_ptr<ReaderArea> area(new ReaderArea(control, index, slot, region_fd, daemon));
   int rc = DSM_ERR_BUSY;
   for (int round = 0; round < 64 && rc == DSM_ERR_BUSY; ++round) rc = area->MoveToLatest();
   if (rc != DSM_OK) {

@@ -15,8 +15,9 @@ namespace dsm {
 class ReaderArea {
  public:
   // Pins and maps the newest complete version. nullptr (dsm_last_error set) on failure.
+  // `daemon`: the host's control header (whether dsmd still runs).
   static std::unique_ptr<ReaderArea> Map(AreaControl* control, uint32_t index, uint32_t slot,
-                                         int region_fd);
+                                         int region_fd, const ControlHeader* daemon);
   ~ReaderArea();
 
   // Whether a newer complete version exists than the one mapped. Lock-free.
@@ -31,8 +32,8 @@ class ReaderArea {
   // Every replica this process reads yields its pin while no thread of the
   // process can read (dsmd may then write the next version into the buffer
   // in place), and takes it back before one can, waiting for such a write
-  // to end (or moving to a buffer that holds an older exact version, if it
-  // takes too long).
+  // to end; if dsmd died meanwhile (or stays stopped for seconds), it moves
+  // to the newest buffer that holds a whole version, an older one.
   static void YieldReplicas();
   static void ReclaimReplicas();
 
@@ -45,8 +46,10 @@ class ReaderArea {
   uint64_t size() const { return control_->size; }
 
  private:
-  ReaderArea(AreaControl* control, uint32_t index, uint32_t slot, int region_fd)
-      : control_(control), index_(index), slot_(slot), region_fd_(region_fd) {}
+  ReaderArea(AreaControl* control, uint32_t index, uint32_t slot, int region_fd,
+             const ControlHeader* daemon)
+      : control_(control), index_(index), slot_(slot), region_fd_(region_fd), daemon_(daemon) {}
+  bool DaemonGone() const;
   // Puts `buffer` at the area's address: by moving its parked, already
   // populated mapping there (page tables move, nothing refaults), or by mapping
   // it afresh. The buffer that was there is parked in its spot.
@@ -62,6 +65,7 @@ class ReaderArea {
   uint32_t index_;
   uint32_t slot_;
   int region_fd_;
+  const ControlHeader* daemon_;
   // Written at quiescent points, and by the gate's hook while every thread
   // is offline; read by offline threads too (Behind, while they sleep).
   std::atomic<uint32_t> buffer_{kNoBuffer};

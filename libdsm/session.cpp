@@ -208,7 +208,8 @@ int ClientSession::Attach(const char* name, uint32_t timeout_ms, const void** ou
     std::this_thread::sleep_for(std::chrono::milliseconds(kAttachPollMs));
   }
   AreaControl* control = &segment_->areas[reply.area_index];
-  auto reader = ReaderArea::Map(control, reply.area_index, reply.reader_slot, region_fd_);
+  auto reader =
+      ReaderArea::Map(control, reply.area_index, reply.reader_slot, region_fd_, &segment_->header);
   if (!reader) {
     const std::string why = LastError();
     Request undo{};

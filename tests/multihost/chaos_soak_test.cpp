@@ -44,6 +44,10 @@ TEST(ChaosSoak, ReplicasStayCompleteAndEndEqualThroughFaultsPausesAndRestarts) {
   WorkloadOptions o;
   o.versions = UINT64_MAX / 2;  // until the test says stop
   o.readers = 1;
+  // It sleeps in dsm_wait_version between versions: host 2's daemon writes
+  // versions in place into the buffer it maps, and is stopped in the middle
+  // of that at times (the reader then waits: it must not go back).
+  o.waiting_readers = 1;
   o.reader_timeout_s = static_cast<int>(seconds) + 120;
   Shared<WorkloadBoard> b;
   b->writer_hold = true;  // the writer stays (its area live) until the last check

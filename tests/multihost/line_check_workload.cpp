@@ -354,6 +354,10 @@ int RunReader(const std::string& socket, int id, const Options& o, Board* b) {
     done = b->writer_done && v >= b->writer_version.load();
     if (done) {
       r.catch_up_ns = seen_ns > b->writer_done_ns ? seen_ns - b->writer_done_ns : 0;
+    } else if (id % 2 == 1) {
+      // Odd readers sleep in dsm_wait_version, so that dsmd writes versions
+      // in place into the buffer they map while they sleep.
+      dsm_wait_version(p, last_version + 1, 2);
     } else {
       std::this_thread::sleep_for(std::chrono::microseconds(200));
     }
