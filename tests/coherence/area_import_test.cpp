@@ -715,13 +715,21 @@ TEST_F(AreaImportInPlaceTest, AReplacedTransferLeavesNothingOfItsHeldLines) {
   EXPECT_EQ(host_.buffers[host_.latest], v7);
 }
 
-TEST(AreaImportHoldLimitTest, AVersionLargerThanTheHoldLimitGoesStraightIntoASpare) {
-  SyncParams params;
-  params.hold_max_bytes = 64 * kLineBytes;
-  FakeReplicaHost host(2);
-  host.in_place_capable = true;
-  ImportCounters counters;
-  AreaImport import(kArea, 2, params, &host, &counters);
+// Replicas that hold at most 48 lines of a version.
+SyncParams HoldingFewLines() {
+  SyncParams p;
+  p.hold_max_bytes = 48 * kLineBytes;
+  return p;
+}
+class AreaImportHoldLimitTest : public AreaImportInPlaceTest {
+ protected:
+  AreaImportHoldLimitTest() : AreaImportInPlaceTest(2, HoldingFewLines()) {}
+  FakeReplicaHost& host = host_;
+  ImportCounters& counters = counters_;
+  AreaImport& import = import_;
+};
+
+TEST_F(AreaImportHoldLimitTest, AVersionLargerThanTheHoldLimitGoesStraightIntoASpare) {
   const Bytes v5 = RandomContent(5);
   const Frames frames = MakeFrames(All(), v5, 5, 0, true, 1, kFrameBytes);
   import.OnData(frames[0], kT0);
@@ -741,13 +749,7 @@ TEST(AreaImportHoldLimitTest, AVersionLargerThanTheHoldLimitGoesStraightIntoASpa
   EXPECT_EQ(counters.versions_written_in_place, 1u);
 }
 
-TEST(AreaImportHoldLimitTest, AHeldVersionThatOutgrowsTheLimitSpillsIntoASpare) {
-  SyncParams params;
-  params.hold_max_bytes = 48 * kLineBytes;
-  FakeReplicaHost host(2);
-  host.in_place_capable = true;
-  ImportCounters counters;
-  AreaImport import(kArea, 2, params, &host, &counters);
+TEST_F(AreaImportHoldLimitTest, AHeldVersionThatOutgrowsTheLimitSpillsIntoASpare) {
   const Bytes v5 = RandomContent(5);
   Deliver(import, MakeFrames(All(), v5, 5, 0, true, 1, kFrameBytes), kT0);
   ASSERT_EQ(host.latest, 1u);
