@@ -53,6 +53,7 @@ class Daemon {
   int64_t ArmDoorbell(int64_t sleep_ns);
 
   uint32_t idle_turns_ = 0;
+  uint64_t last_epoll_ns_ = 0;  // the last look at clients and signals (Run)
 
   DaemonConfig config_;
   Backing backing_;

@@ -56,6 +56,9 @@ inline constexpr uint64_t kStageBlockedPollNs = 200'000;
 // (SyncParams::spare_await_ns), dsmd looks again after this long, then
 // after as long as it waited so far (50, 50, 100, 200 ... us).
 inline constexpr uint64_t kSpareAwaitPollNs = 50'000;
+// While dsmd has work, its loop looks for client requests, doorbell rings
+// and signals (a zero-timeout epoll_pwait2) at most this often.
+inline constexpr uint64_t kBusyEpollGapNs = 50'000;
 // Turns without work before the first idle sleep.
 inline constexpr uint32_t kSpinTurnsBeforeSleep = 16;
 // The same where frames wake dsmd (RemoteSync::rx_wake_fd): it then sleeps

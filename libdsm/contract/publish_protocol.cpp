@@ -258,6 +258,12 @@ int TakeLatestInPlace(AreaControl& area) {
     if (b != latest && area.buffer_version[b].load() != 0) exact_other = true;
   }
   if (!exact_other) return -1;
+  // A look first, taking nothing: a reader that uses the buffer is seen
+  // without the futex wakes of taking pins and giving them back.
+  for (uint32_t s = 0; s < kMaxReadersPerArea; ++s) {
+    const uint32_t w = area.reader_pin[s].load();
+    if (PinsBuffer(w, latest) && (w & kPinYielded) == 0) return -1;
+  }
   area.in_place_buffer.store(latest + 1);
   for (uint32_t s = 0; s < kMaxReadersPerArea; ++s) {
     uint32_t w = area.reader_pin[s].load();
