@@ -261,6 +261,12 @@ int64_t Daemon::IdleSleepNs(bool worked) {
     // (soon only while a replica may miss frames or waits for a buffer).
     sleep_ns = remote_->ReplicaAwaitsPromptTimer() ? std::max(cap, kActiveSleepMaxWithRxWakeNs)
                                                    : kQuietSleepMaxWithRxWakeNs;
+    // Long idle: until its own next heartbeat or listing is due.
+    if (remote_->LongIdle(now) && !remote_->ReplicaAwaitsPromptTimer()) {
+      const uint64_t due = remote_->NextAnnouncementNs();
+      sleep_ns = std::clamp<uint64_t>(due > now ? due - now : 0, kQuietSleepMaxWithRxWakeNs,
+                                      kLongIdleSleepMaxWithRxWakeNs);
+    }
   } else {
     const uint32_t doublings =
         std::min<uint32_t>((idle_turns_ - kSpinTurnsBeforeSleep) / kIdleTurnsPerDoubling, 8);

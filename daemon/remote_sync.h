@@ -62,6 +62,9 @@ class RemoteSync {
   bool RecentlyActive(uint64_t now_ns) const { return now_ns - last_activity_ns_ < kActiveWindowNs; }
   // Whether no replication traffic flowed for a long while (kDeepIdleAfterNs).
   bool LongIdle(uint64_t now_ns) const { return now_ns - last_activity_ns_ >= kDeepIdleAfterNs; }
+  // When this host next sends a heartbeat or its listing (the timers a long
+  // idle daemon has; frames from peers wake it through rx_wake_fd).
+  uint64_t NextAnnouncementNs() const { return std::min(next_heartbeat_ns_, next_directory_ns_); }
 
   // Whether a local writer published a version that the next turn would collect
   // and ship: the loop's last look before it sleeps with the doorbell armed.

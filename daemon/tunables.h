@@ -72,6 +72,10 @@ inline constexpr uint64_t kActiveSleepMaxWithRxWakeNs = 1'000'000;
 // daemon spent most of each step between versions, woken every 1 ms for
 // nothing (about 300 of its 900 sleeps a second).
 inline constexpr uint64_t kQuietSleepMaxWithRxWakeNs = kDeepIdleSleepMaxNs;
+// ... and after kDeepIdleAfterNs without replication traffic, until its own
+// next heartbeat or listing, at most this long: an idle 3-host memif cluster
+// woke each daemon about 300 times a second, mostly for nothing.
+inline constexpr uint64_t kLongIdleSleepMaxWithRxWakeNs = 40'000'000;
 // The multicast group every daemon of a cluster joins for fan-out of DATA.
 inline constexpr uint16_t kClusterGroup = 1;
 // Transfers framed but not yet seen leave the device queue, for the stage
