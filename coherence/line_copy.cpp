@@ -21,18 +21,7 @@ __attribute__((target("avx512f"))) void StreamLinesAvx512(uint8_t* dst, const ui
 
 // SSE2 (baseline x86-64): four 16-byte loads and streaming stores per line.
 void StreamLinesSse2(uint8_t* dst, const uint8_t* src, size_t bytes) {
-  for (size_t off = 0; off < bytes; off += kLineBytes) {
-    const auto* s = reinterpret_cast<const __m128i*>(src + off);
-    auto* d = reinterpret_cast<__m128i*>(dst + off);
-    const __m128i a = _mm_loadu_si128(s);
-    const __m128i b = _mm_loadu_si128(s + 1);
-    const __m128i c = _mm_loadu_si128(s + 2);
-    const __m128i e = _mm_loadu_si128(s + 3);
-    _mm_stream_si128(d, a);
-    _mm_stream_si128(d + 1, b);
-    _mm_stream_si128(d + 2, c);
-    _mm_stream_si128(d + 3, e);
-  }
+  for (size_t off = 0; off < bytes; off += kLineBytes) StreamLine(dst + off, src + off);
 }
 
 const bool kAvx512 = __builtin_cpu_supports("avx512f");

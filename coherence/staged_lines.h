@@ -28,7 +28,7 @@ struct LineRun {
 struct StageMemory {
   LineRun* runs;
   size_t max_runs;
-  uint8_t* bytes;  // max_lines lines
+  uint8_t* bytes;  // max_lines lines, 16-byte aligned (streaming stores)
   size_t max_lines;
   uint64_t* masks;
   size_t pages;

@@ -89,8 +89,9 @@ int WriterStage::Post(ChangeLog& log, const uint8_t* src, uint64_t version, uint
   control_->stage_lines = c.lines;
   control_->stage_blocked.store(0);
   control_->stage_wanted.store(0);  // this version is not waited for yet
+  // No futex wake: only a publish waits on the stage, and publishes of an
+  // area take turns (the session's lock), so nobody can be waiting now.
   control_->stage_state.store(static_cast<uint32_t>(StageState::kPosted));
-  WakeStageWaiters(*control_);
   link_.ring_doorbell();
   return c.as_masks ? AwaitMasks(timeout_ns) : DSM_OK;
 }

@@ -113,8 +113,8 @@ struct alignas(64) AreaControl {
 
   // The stage's handshake (StageState, stage_layout.h). The words after it
   // describe the posted version: the writer stores them before kPosted
-  // (release), dsmd reads them after it sees kPosted (acquire). Both sleep
-  // on stage_state (futex) and wake each other after changing it.
+  // (release), dsmd reads them after it sees kPosted (acquire). The writer
+  // sleeps on stage_state (futex) and dsmd wakes it after changing it.
   alignas(64) std::atomic<uint32_t> stage_state;
   uint32_t stage_kind;  // StageKind
   uint64_t stage_version;
