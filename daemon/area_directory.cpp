@@ -373,6 +373,7 @@ void AreaDirectory::StartArea(uint32_t index, const AreaLayout& l, uint64_t now_
   a.stage_version = 0;
   a.stage_runs = 0;
   a.stage_lines = 0;
+  a.stage_posted_ns = 0;
   a.stage_blocked.store(0);
   a.stage_wanted.store(0);
   a.managed_budget_bytes_per_s = l.managed_budget_bytes_per_s;
@@ -401,6 +402,7 @@ void AreaDirectory::StartArea(uint32_t index, const AreaLayout& l, uint64_t now_
   a.bytes_caught_up.store(0);
   a.staged_publishes.store(0);
   a.staged_in_place.store(0);
+  a.staged_forecast_hits.store(0);
   a.publish_ns_total.store(0);
   a.publish_ns_max.store(0);
   a.tracking.store(0);

@@ -242,7 +242,12 @@ int Daemon::Run() {
 int64_t Daemon::IdleSleepNs(bool worked) {
   // Readers that free a buffer a staged version waits for do not wake us.
   if (stages_->AnyBlocked()) return worked ? 0 : static_cast<int64_t>(kStageBlockedPollNs);
-  if (!remote_) return -1;  // one host: nothing to poll, sleep until a client speaks
+  // A writer's next version is due about now: looking for it at every turn,
+  // unarmed, spares the writer a ring (PostForecast).
+  const int64_t post_poll = stages_->PostPollSleepNs(MonotonicNs());
+  if (post_poll == 0) return 0;
+  // One host: nothing else to poll, sleep until a client speaks.
+  if (!remote_) return post_poll;
   if (worked || config_.busy_poll) {
     idle_turns_ = 0;
     return 0;
@@ -277,6 +282,7 @@ int64_t Daemon::IdleSleepNs(bool worked) {
   if (const uint64_t spare = remote_->SpareAwaitSleepNs(now); spare != 0) {
     sleep_ns = std::min(sleep_ns, spare);
   }
+  if (post_poll > 0) sleep_ns = std::min(sleep_ns, static_cast<uint64_t>(post_poll));
   return static_cast<int64_t>(sleep_ns);
 }
 

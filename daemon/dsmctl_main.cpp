@@ -136,6 +136,7 @@ json Areas(const Daemon& d) {
          {"bytes_caught_up", a.bytes_caught_up.load()},
          {"staged_publishes", a.staged_publishes.load()},
          {"staged_in_place", a.staged_in_place.load()},
+         {"staged_forecast_hits", a.staged_forecast_hits.load()},
          {"publish_ms_max", a.publish_ns_max.load() / 1e6},
          {"publish_ms_avg", publishes ? a.publish_ns_total.load() / 1e6 / publishes : 0.0},
          {"exported", a.export_enabled.load() != 0},

@@ -1,6 +1,8 @@
 #include "daemon/stage_applier.h"
 
+#include <algorithm>
 #include <cstring>
+#include <optional>
 
 #include "libdsm/contract/publish_protocol.h"
 
@@ -22,6 +24,17 @@ StageApplier::StageApplier(AreaControl* area, uint8_t* backing)
 
 bool StageApplier::Posted() const {
   return area_->stage_state.load() == static_cast<uint32_t>(StageState::kPosted);
+}
+
+void StageApplier::NotePost() {
+  if (!Posted() || area_->stage_version == noted_version_) return;
+  noted_version_ = area_->stage_version;
+  const uint64_t posted_ns = area_->stage_posted_ns;
+  const std::optional<PostWindow> w = forecast_.Next();
+  if (w && posted_ns >= w->wake_ns && posted_ns < w->until_ns) {
+    area_->staged_forecast_hits.fetch_add(1, std::memory_order_relaxed);
+  }
+  forecast_.Posted(posted_ns);
 }
 
 bool StageApplier::Current() const {
@@ -187,6 +200,7 @@ bool StageAppliers::Turn(uint64_t now_ns, ApplyTurn turn) {
       it = appliers_.erase(it);  // the slot went to another area
       continue;
     }
+    it->second->NotePost();
     applied |= it->second->Apply(now_ns, turn);
     ++it;
   }
@@ -209,6 +223,22 @@ bool StageAppliers::AnyBlocked() const {
     if (applier->Posted() && applier->Blocked()) return true;
   }
   return false;
+}
+
+int64_t StageAppliers::PostPollSleepNs(uint64_t now_ns) {
+  int64_t sleep_ns = -1;
+  for (auto& [index, applier] : appliers_) {
+    const std::optional<PostWindow> w = applier->forecast().Next();
+    if (!w) continue;
+    if (now_ns >= w->until_ns) {
+      applier->forecast().Missed();
+      continue;
+    }
+    if (now_ns >= w->wake_ns) return 0;
+    const auto until_wake = static_cast<int64_t>(w->wake_ns - now_ns);
+    sleep_ns = sleep_ns < 0 ? until_wake : std::min(sleep_ns, until_wake);
+  }
+  return sleep_ns;
 }
 
 }  // namespace dsm

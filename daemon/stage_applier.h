@@ -14,6 +14,7 @@
 #include "coherence/area_export.h"
 #include "coherence/line_set.h"
 #include "coherence/version_publisher.h"
+#include "daemon/post_forecast.h"
 #include "libdsm/contract/shm_layout.h"
 #include "libdsm/contract/stage_layout.h"
 
@@ -66,6 +67,10 @@ class StageApplier {
   // The writer waits for a held stage.
   bool Wanted() const { return area_->stage_wanted.load() != 0; }
 
+  // Feeds a version posted since the last call to the forecast of the next.
+  void NotePost();
+  PostForecast& forecast() { return forecast_; }
+
  private:
   // The area is still the one this applier was made for.
   bool Current() const;
@@ -87,6 +92,8 @@ class StageApplier {
   bool catch_up_owed_ = false;
   bool awaiting_pin_ = false;
   StageClaim claim_;
+  PostForecast forecast_;
+  uint64_t noted_version_ = 0;  // the last posted version NotePost saw
 };
 
 // The appliers of every local area with a stage.
@@ -110,6 +117,10 @@ class StageAppliers {
   // A posted version waits for readers to free a buffer: dsmd must look again
   // soon, as readers do not wake it.
   bool AnyBlocked() const;
+  // For the loop's sleep: 0 while a writer's next version is forecast
+  // (PostForecast), the time until the next such window opens, or -1 if
+  // none is. A window that passed without its version ends its forecast.
+  int64_t PostPollSleepNs(uint64_t now_ns);
 
  private:
   ControlSegment* segment_;

@@ -76,6 +76,24 @@ inline constexpr uint64_t kQuietSleepMaxWithRxWakeNs = kDeepIdleSleepMaxNs;
 // next heartbeat or listing, at most this long: an idle 3-host memif cluster
 // woke each daemon about 300 times a second, mostly for nothing.
 inline constexpr uint64_t kLongIdleSleepMaxWithRxWakeNs = 40'000'000;
+// Forecast posts (PostForecast): dsmd looks for a writer's next version
+// from shortly before it is due, so that the writer does not ring. The
+// forecast needs this many gaps between posts at one pace...
+inline constexpr uint32_t kPostForecastMinGaps = 4;
+// ... and starts over when a gap is this many times longer or shorter.
+inline constexpr uint64_t kPostForecastPaceChange = 4;
+// Writers posting less often than this are not forecast: a ring (31 us on
+// this machine) is then a small part of their time.
+inline constexpr uint64_t kPostForecastMaxGapNs = 100'000'000;
+// A window reaches this far either side of the expected post at least...
+inline constexpr uint64_t kPostPollMinHalfNs = 20'000;
+// ... and dsmd wakes this much earlier still: a timed sleep here ends
+// 120 us late at the median, 160-180 us at the 90th percentile.
+inline constexpr uint64_t kPostPollWakeLeadNs = 150'000;
+// dsmd looks through a window of at most this long, and at most this
+// share of the writer's gap between posts (1/kPostPollShare).
+inline constexpr uint64_t kPostPollMaxNs = 500'000;
+inline constexpr uint64_t kPostPollShare = 3;
 // The multicast group every daemon of a cluster joins for fan-out of DATA.
 inline constexpr uint16_t kClusterGroup = 1;
 // Transfers framed but not yet seen leave the device queue, for the stage

@@ -87,6 +87,7 @@ int WriterStage::Post(ChangeLog& log, const uint8_t* src, uint64_t version, uint
   control_->stage_version = version;
   control_->stage_runs = c.runs;
   control_->stage_lines = c.lines;
+  control_->stage_posted_ns = MonotonicNs();  // dsmd forecasts the next post from these
   control_->stage_blocked.store(0);
   control_->stage_wanted.store(0);  // this version is not waited for yet
   // No futex wake: only a publish waits on the stage, and publishes of an

@@ -16,7 +16,7 @@
 namespace dsm {
 
 inline constexpr uint64_t kControlMagic = 0x4d53442d4c54434eULL;  // "NCTL-DSM"
-inline constexpr uint32_t kLayoutVersion = 20;
+inline constexpr uint32_t kLayoutVersion = 21;
 inline constexpr uint32_t kNoBuffer = 0xff;
 // A reader's pin word: the buffer it maps (low byte) and the one it is moving to
 // (second byte); kNoBuffer in a byte pins nothing.
@@ -120,6 +120,7 @@ struct alignas(64) AreaControl {
   uint64_t stage_version;
   uint64_t stage_runs;
   uint64_t stage_lines;
+  uint64_t stage_posted_ns;  // the writer's monotonic clock as it posted
   // dsmd found every spare buffer pinned by readers: the posted version
   // waits (the writer's publish says busy rather than wait for readers).
   std::atomic<uint32_t> stage_blocked;
@@ -148,6 +149,9 @@ struct alignas(64) AreaControl {
   // Of those, written in place into the latest buffer: no process on this
   // host could read it meanwhile (StageApplier).
   std::atomic<uint64_t> staged_in_place;
+  // Of `staged_publishes`: posted while dsmd was already looking for them
+  // (PostForecast), so the writer did not ring the doorbell.
+  std::atomic<uint64_t> staged_forecast_hits;
   std::atomic<uint64_t> publish_ns_total;
   std::atomic<uint64_t> publish_ns_max;
   // Page tracking (dsm_alloc_opts.tracking): set by the writer after mapping.
