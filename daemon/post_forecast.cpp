@@ -34,21 +34,28 @@ std::optional<PostWindow> PostForecast::Next() const {
   const uint32_t held = std::min(count_, kGaps);
   const uint64_t mean = sum_ns_ / held;
   if (mean > kPostForecastMaxGapNs) return std::nullopt;
+  // Looking costs dsmd its core for the whole window: only a short one, a
+  // small share of the writer's pace, is worth the ring it saves.
+  const uint64_t longest = std::min(kPostPollMaxNs, mean / kPostPollShare);
+  if (longest < kPostPollWakeLeadNs + 2 * kPostPollMinHalfNs) return std::nullopt;
   // Twice the gaps' mean deviation (about two standard deviations of a
-  // normal spread), and a margin: a rare later or earlier post rings.
+  // normal spread) and a margin, or as much of that as fits.
   uint64_t deviation = 0;
   for (uint32_t i = 0; i < held; ++i) {
     deviation += gaps_ns_[i] > mean ? gaps_ns_[i] - mean : mean - gaps_ns_[i];
   }
-  const uint64_t half = kPostPollMinHalfNs + 2 * deviation / held;
+  const uint64_t half = std::min(kPostPollMinHalfNs + 2 * deviation / held,
+                                 (longest - kPostPollWakeLeadNs) / 2);
+  // Worth it only if it would have caught most of the recent posts.
+  uint32_t caught = 0;
+  for (uint32_t i = 0; i < held; ++i) {
+    caught += (gaps_ns_[i] > mean ? gaps_ns_[i] - mean : mean - gaps_ns_[i]) <= half;
+  }
+  if (caught * kPostForecastCaughtOf < held * kPostForecastCaught) return std::nullopt;
   const uint64_t expected = last_ns_ + mean;
   const uint64_t wake = expected - std::min(expected, half + kPostPollWakeLeadNs);
   const uint64_t until = expected + half;
-  // Looking costs dsmd its core for the whole window: only a short one,
-  // and a small share of the writer's pace, is worth the ring it saves.
-  if (wake <= last_ns_ || until - wake > std::min(kPostPollMaxNs, mean / kPostPollShare)) {
-    return std::nullopt;
-  }
+  if (wake <= last_ns_) return std::nullopt;
   return PostWindow{wake, until};
 }
 

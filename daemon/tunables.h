@@ -94,6 +94,10 @@ inline constexpr uint64_t kPostPollWakeLeadNs = 150'000;
 // share of the writer's gap between posts (1/kPostPollShare).
 inline constexpr uint64_t kPostPollMaxNs = 500'000;
 inline constexpr uint64_t kPostPollShare = 3;
+// A window narrowed to fit is kept only if it would have caught this many
+// of every kPostForecastCaughtOf recent posts.
+inline constexpr uint32_t kPostForecastCaught = 5;
+inline constexpr uint32_t kPostForecastCaughtOf = 8;
 // The multicast group every daemon of a cluster joins for fan-out of DATA.
 inline constexpr uint16_t kClusterGroup = 1;
 // Transfers framed but not yet seen leave the device queue, for the stage

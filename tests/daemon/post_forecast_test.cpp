@@ -78,6 +78,18 @@ TEST(PostForecastTest, AWriterTooUnevenForAShortWindowGetsNone) {
   EXPECT_FALSE(f.Next());
 }
 
+TEST(PostForecastTest, AnOddGapNarrowsTheWindowRatherThanEndingIt) {
+  PostForecast f;
+  uint64_t last = PostEvery(f, 10 * kMs, kPace, 8);
+  last += kPace + kPace / 3;  // one post late by a third of the pace
+  f.Posted(last);
+  const std::optional<PostWindow> w = f.Next();
+  ASSERT_TRUE(w) << "seven of the last eight posts were on time";
+  EXPECT_LE(w->until_ns - w->wake_ns, std::min(kPostPollMaxNs, kPace / kPostPollShare));
+  EXPECT_GT(w->until_ns, last + kPace + kPace / 24) << "still around the pace's mean";
+  EXPECT_LT(w->wake_ns, last + kPace + kPace / 24);
+}
+
 TEST(PostForecastTest, ASlowWriterGetsNone) {
   PostForecast f;
   PostEvery(f, 10 * kMs, kPostForecastMaxGapNs + kMs, 10);
