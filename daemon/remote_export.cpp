@@ -96,6 +96,13 @@ bool RemoteSync::ExportLive(const ExportedArea& e) const {
   return a.generation == e.generation && (state == AreaState::kLive || state == AreaState::kSealed);
 }
 
+bool RemoteSync::AnyExportLive() const {
+  for (const auto& [index, e] : exports_) {
+    if (ExportLive(e)) return true;
+  }
+  return false;
+}
+
 bool RemoteSync::ExportTurn(ExportedArea& e, uint64_t now_ns) {
   if (!ExportLive(e)) {
     e.area->AreaFreed();  // nobody to send to any more; its pins went with it

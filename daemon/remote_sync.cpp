@@ -234,7 +234,8 @@ bool RemoteSync::Poll(uint64_t now_ns) {
       }
     }
   }
-  if (now_ns >= next_heartbeat_ns_) {
+  const bool heartbeat_due = now_ns >= next_heartbeat_ns_;
+  if (heartbeat_due) {
     SendHeartbeat(now_ns);
     next_heartbeat_ns_ = now_ns + kHeartbeatIntervalNs;
     expire_due_ = true;
@@ -250,7 +251,12 @@ bool RemoteSync::Poll(uint64_t now_ns) {
   }
   const bool listing_changed = directory_->listing_changes() != listing_changes_sent_ &&
                                now_ns - last_directory_ns_ >= kDirectoryMinGapNs;
-  if (now_ns >= next_directory_ns_ || listing_changed) {
+  // While no other host holds a replica of an area here, no staleness
+  // needs the listing more often than a heartbeat: it goes with the
+  // heartbeat, in the same wake (an idle 3-host memif cluster's daemons:
+  // 1.65-8.3% of a core each with listings every 40 ms, 0.75-1.05% so).
+  const bool listing_due = AnyExportLive() ? now_ns >= next_directory_ns_ : heartbeat_due;
+  if (listing_due || listing_changed) {
     listing_changes_sent_ = directory_->listing_changes();
     SendDirectory(now_ns);
     last_directory_ns_ = now_ns;

@@ -64,7 +64,9 @@ class RemoteSync {
   bool LongIdle(uint64_t now_ns) const { return now_ns - last_activity_ns_ >= kDeepIdleAfterNs; }
   // When this host next sends a heartbeat or its listing (the timers a long
   // idle daemon has; frames from peers wake it through rx_wake_fd).
-  uint64_t NextAnnouncementNs() const { return std::min(next_heartbeat_ns_, next_directory_ns_); }
+  uint64_t NextAnnouncementNs() const {
+    return AnyExportLive() ? std::min(next_heartbeat_ns_, next_directory_ns_) : next_heartbeat_ns_;
+  }
 
   // Whether a local writer published a version that the next turn would collect
   // and ship: the loop's last look before it sleeps with the doorbell armed.
@@ -153,6 +155,9 @@ class RemoteSync {
   bool ExportTurn(ExportedArea& e, uint64_t now_ns);
   // Whether `e`'s area is still the one exported (not freed, slot not reused).
   bool ExportLive(const ExportedArea& e) const;
+  // Another host holds (or held) a replica of an area here that is still
+  // live: its staleness needs the frequent listings (kDirectoryIntervalNs).
+  bool AnyExportLive() const;
 
   // remote_replica.cpp
   void OnData(const wire::Frame& f, uint16_t host, uint64_t now_ns);

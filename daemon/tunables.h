@@ -16,8 +16,10 @@ inline constexpr uint64_t kHostDownAfterNs = 500'000'000;
 // A HELLO (asking a host to confirm a new incarnation) unanswered this long
 // is sent again, while that host's frames keep arriving.
 inline constexpr uint64_t kHelloRetryNs = 20'000'000;
-// Directory listings (with each area's latest version) go out this often, so a
-// replica's staleness is refreshed well within the default 100 ms bound.
+// Directory listings (with each area's latest version) go out this often
+// while another host holds a replica of an area here, so that its staleness
+// is refreshed well within the default 100 ms bound; otherwise with each
+// heartbeat.
 inline constexpr uint64_t kDirectoryIntervalNs = 40'000'000;
 // A change to this host's listing (an area allocated, freed, sealed) goes out
 // at once, but rounds are at least this far apart (a burst of allocations).
