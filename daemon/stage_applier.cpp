@@ -1,5 +1,7 @@
 #include "daemon/stage_applier.h"
 
+#include <sys/mman.h>
+
 #include <algorithm>
 #include <cstring>
 #include <optional>
@@ -20,6 +22,9 @@ StageApplier::StageApplier(AreaControl* area, uint8_t* backing)
     buffers_[b] = backing + area->buffer_offset[b];
   }
   std::memset(stage_.masks, 0, stage_.pages * sizeof(uint64_t));
+  // The first version that reads a page of the stage would otherwise fault
+  // on it. Best effort: a fault later is only slower.
+  (void)madvise(backing + area->stage_offset, geometry_.bytes, MADV_POPULATE_WRITE);
 }
 
 bool StageApplier::Posted() const {

@@ -31,6 +31,11 @@ std::unique_ptr<WriterStage> WriterStage::Map(AreaControl* control, int region_f
     Fail(DSM_ERR_SYSTEM, "cannot map the stage of '{}': {}", control->name, strerror(errno));
     return nullptr;
   }
+  // Populated now: the first publish that gathers into a page would
+  // otherwise fault on it (publish_bench, the first 1% gather of a 64 MiB
+  // area after whole-area versions: 2.7-4.2 ms, 1.2-1.8 ms populated).
+  // Best effort: a fault later is only slower.
+  (void)madvise(p, control->stage_bytes, MADV_POPULATE_WRITE);
   return std::unique_ptr<WriterStage>(
       new WriterStage(control, static_cast<uint8_t*>(p), std::move(link)));
 }
