@@ -14,6 +14,8 @@
 //   to where it started.
 // - A writer dies and a new one allocates its name on the same host: host 2's
 //   replica of the dead writer's area gives the name up to the new one.
+// - A host lists its areas with its heartbeat until another host holds a
+//   replica of one of them, and every 40 ms from then on.
 #include <gtest/gtest.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -337,6 +339,31 @@ TEST_F(RemoteLifecycleTest, FreedAreasAreFreedOnReaderHostsJobAfterJob) {
     EXPECT_EQ(host(2).area(reader.index).state.load(), static_cast<uint32_t>(AreaState::kFree));
     writer.reset();
   }
+}
+
+// An idle host sends a heartbeat and a listing every 100 ms, in one wake;
+// once another host holds a replica of one of its areas, the listing goes
+// every 40 ms, for that replica's staleness.
+TEST_F(RemoteLifecycleTest, AHostListsWithItsHeartbeatUntilAnotherHoldsAReplica) {
+  const auto frames_sent = [&] { return host(1).segment().header.remote.tx_frames; };
+  const auto run_ms = [&](uint64_t ms) { RunUntil(ms, [] {}, [] { return false; }); };
+  run_ms(500);  // every host up
+  uint64_t before = frames_sent();
+  run_ms(1000);
+  const uint64_t idle = frames_sent() - before;
+  EXPECT_GE(idle, 18u);
+  EXPECT_LE(idle, 22u) << "multicast: a heartbeat and a listing every 100 ms";
+
+  auto writer = Writer::Alloc(host(1), "life/listed", 7, now_);
+  ASSERT_NE(writer, nullptr);
+  Reader reader{&host(2), 300};
+  ASSERT_TRUE(ReplicateUpTo(*writer, reader, "life/listed", 2));
+  run_ms(500);  // the last version acknowledged
+  before = frames_sent();
+  run_ms(1000);
+  const uint64_t exported = frames_sent() - before;
+  EXPECT_GE(exported, 33u) << "heartbeats every 100 ms and listings every 40 ms";
+  EXPECT_LE(exported, 40u);
 }
 
 TEST_F(RemoteLifecycleTest, AnAttachOntoAFullRegionFailsAtOnceAndSaysWhatToRaise) {
