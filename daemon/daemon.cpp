@@ -242,22 +242,22 @@ int Daemon::Run() {
 int64_t Daemon::IdleSleepNs(bool worked) {
   // Readers that free a buffer a staged version waits for do not wake us.
   if (stages_->AnyBlocked()) return worked ? 0 : static_cast<int64_t>(kStageBlockedPollNs);
-  // A writer's next version is due about now: looking for it at every turn,
-  // unarmed, spares the writer a ring (PostForecast).
-  const int64_t post_poll = stages_->PostPollSleepNs(MonotonicNs());
-  if (post_poll == 0) return 0;
-  // One host: nothing else to poll, sleep until a client speaks.
-  if (!remote_) return post_poll;
-  if (worked || config_.busy_poll) {
+  if (remote_ && (worked || config_.busy_poll)) {
     idle_turns_ = 0;
     return 0;
   }
+  // A writer's next version is due about now: looking for it at every turn,
+  // unarmed, spares the writer a ring (PostForecast).
+  const uint64_t now = MonotonicNs();
+  const int64_t post_poll = stages_->PostPollSleepNs(now);
+  if (post_poll == 0) return 0;
+  // One host: nothing else to poll, sleep until a client speaks.
+  if (!remote_) return post_poll;
   // Spin a little while frames may still be coming, then back off to sleeping so
   // an idle daemon leaves the cores to the training and the kernel's network work.
   ++idle_turns_;
   const bool woken_by_frames = rx_wake_fd_ >= 0;
   if (idle_turns_ < (woken_by_frames ? kSpinTurnsWithRxWake : kSpinTurnsBeforeSleep)) return 0;
-  const uint64_t now = MonotonicNs();
   const uint64_t cap = remote_->RecentlyActive(now) ? kActiveSleepMaxNs
                        : remote_->LongIdle(now)     ? kDeepIdleSleepMaxNs
                                                     : kIdleSleepMaxNs;
