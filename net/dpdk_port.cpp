@@ -27,6 +27,7 @@
 
 #include "net/eal_runtime.h"
 #include "net/host_table.h"
+#include "net/shared_memory_warmup.h"
 #include "net/tuning.h"
 
 namespace dsm::net {
@@ -299,7 +300,8 @@ bool DpdkPort::Configure(const DeviceSpec& spec, const PortConfig& config, std::
     return false;
   }
   started_ = true;
-  memif_client_ = spec.kind == DeviceKind::kMemif && !spec.memif_server;
+  memif_ = spec.kind == DeviceKind::kMemif;
+  memif_client_ = memif_ && !spec.memif_server;
   next_link_check_tsc_ = rte_get_tsc_cycles() + rte_get_tsc_hz();
   if (spec.kind == DeviceKind::kAfPacket && !BringUp(spec.iface, error)) return false;
   if (spec.kind == DeviceKind::kTap) {
@@ -403,12 +405,22 @@ uint16_t DpdkPort::TxBurst(rte_mbuf** frames, uint16_t n) {
 }
 
 void DpdkPort::KeepConnected() {
-  if (!memif_client_) return;
+  if (!memif_) return;
   const uint64_t now = rte_get_tsc_cycles();
   if (now < next_link_check_tsc_) return;
   next_link_check_tsc_ = now + rte_get_tsc_hz();
   rte_eth_link link{};
   const bool down = rte_eth_link_get_nowait(port_, &link) == 0 && link.link_status != RTE_ETH_LINK_UP;
+  if (down) {
+    regions_warm_ = false;  // a reconnection maps new regions
+  } else if (!regions_warm_) {
+    // The set is the process's: another link's regions, populated already,
+    // are not done twice.
+    static std::set<uintptr_t> populated;
+    PopulateMappingsNamed("memif_region", &populated);
+    regions_warm_ = true;
+  }
+  if (!memif_client_) return;
   // Down at two checks a second apart: not a connection still in its handshake
   // (restarting a port mid-handshake crashes 22.11's interrupt thread).
   const bool restart = down && link_was_down_;

@@ -38,9 +38,11 @@ class DpdkPort {
   uint16_t RxBurst(rte_mbuf** frames, uint16_t n);
   uint16_t TxBurst(rte_mbuf** frames, uint16_t n);
 
-  // A memif client whose server went away (its daemon restarted) does not
-  // reconnect by itself: at most once a second, restart a port whose link is
-  // down, which connects it again once the server is back.
+  // memif, at most once a second: a client whose server went away (its
+  // daemon restarted) does not reconnect by itself, so a client port whose
+  // link is down is restarted, which connects it again once the server is
+  // back. A link found up populates the regions it mapped
+  // (shared_memory_warmup.h).
   void KeepConnected();
   // Stops the device (no frames in or out); the destructor closes it.
   void Stop();
@@ -72,9 +74,11 @@ class DpdkPort {
   uint32_t frame_room_bytes_ = 0;
   int epoll_fd_ = -1;
   int rx_wake_fd_ = -1;  // owned by the PMD
+  bool memif_ = false;
   bool memif_client_ = false;
   uint64_t next_link_check_tsc_ = 0;
   bool link_was_down_ = false;
+  bool regions_warm_ = false;  // populated since the link last came up
 };
 
 // af_packet and tap: the kernel interface must exist in this network namespace
