@@ -49,6 +49,7 @@ class ShmExportHost : public ExportHost, public ExportFrameOut {
 
   // The area's stage, if its writer hands versions over there.
   void set_stage(std::shared_ptr<StageApplier> stage) { stage_ = std::move(stage); }
+  StageApplier* stage() const { return stage_.get(); }
   ~ShmExportHost() override;
 
   // ExportFrameOut.

@@ -137,6 +137,8 @@ void RemoteSync::OnAck(const wire::Frame& f, uint16_t host, uint64_t now_ns) {
   e.area->OnAck(host, f.header.version, (f.header.flags & wire::kFlagFull) != 0,
                 f.header.base_version, f.header.transfer_id,
                 std::span<const wire::SeqRange>(missing, ranges), now_ns);
+  // A writer that waits for its readers posts a steady time after this.
+  if (StageApplier* stage = e.host->stage()) stage->NoteDelivered(e.area->MinAcked(), now_ns);
 }
 
 }  // namespace dsm

@@ -42,6 +42,10 @@ void StageApplier::NotePost() {
   forecast_.Posted(posted_ns);
 }
 
+void StageApplier::NoteDelivered(uint64_t version, uint64_t now_ns) {
+  if (noted_version_ != 0 && version >= noted_version_) forecast_.Delivered(now_ns);
+}
+
 bool StageApplier::Current() const {
   return area_->generation == generation_ &&
          area_->state.load() != static_cast<uint32_t>(AreaState::kFree);

@@ -69,6 +69,10 @@ class StageApplier {
 
   // Feeds a version posted since the last call to the forecast of the next.
   void NotePost();
+  // Every host replicating the area holds `version` (the newest all have
+  // acknowledged), as of `now_ns`: if that is the last posted version, the
+  // forecast hears of its delivery.
+  void NoteDelivered(uint64_t version, uint64_t now_ns);
   PostForecast& forecast() { return forecast_; }
 
  private:

@@ -80,9 +80,10 @@ inline constexpr uint64_t kQuietSleepMaxWithRxWakeNs = kDeepIdleSleepMaxNs;
 inline constexpr uint64_t kLongIdleSleepMaxWithRxWakeNs = 40'000'000;
 // Forecast posts (PostForecast): dsmd looks for a writer's next version
 // from shortly before it is due, so that the writer does not ring. The
-// forecast needs this many gaps between posts at one pace...
+// forecast needs this many spans at one pace (gaps between posts, or delays
+// from the last version's delivery to the next post)...
 inline constexpr uint32_t kPostForecastMinGaps = 4;
-// ... and starts over when a gap is this many times longer or shorter.
+// ... and starts over when a span is this many times longer or shorter.
 inline constexpr uint64_t kPostForecastPaceChange = 4;
 // Writers posting less often than this are not forecast: a ring (31 us on
 // this machine) is then a small part of their time.

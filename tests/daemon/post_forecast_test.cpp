@@ -117,6 +117,79 @@ TEST(PostForecastTest, APauseStartsThePaceOver) {
   EXPECT_LE(w->until_ns - w->wake_ns, kPace / kPostPollShare);
 }
 
+// A writer that waits for its readers: each version takes a transfer of
+// uneven length (half to one and a half of kPace) to reach them, then the
+// writer works `work` (1% jitter) before it posts the next.
+struct ClosedLoop {
+  std::mt19937_64 rng{11};
+  uint64_t work = 700'000;
+  uint64_t t = 10 * kMs;  // the next post
+  // Posts and delivers; returns the window Next() gave before that post and
+  // whether the post came inside it.
+  std::optional<PostWindow> Round(PostForecast& f, bool* inside) {
+    std::uniform_int_distribution<uint64_t> transfer(kPace / 2, 3 * kPace / 2);
+    std::normal_distribution<double> jitter(0, 0.01 * static_cast<double>(work));
+    const std::optional<PostWindow> w = f.Next();
+    *inside = w && t >= w->wake_ns && t < w->until_ns;
+    f.Posted(t);
+    const uint64_t delivered = t + transfer(rng);
+    f.Delivered(delivered);
+    t = delivered + static_cast<uint64_t>(static_cast<double>(work) + jitter(rng));
+    return w;
+  }
+};
+
+TEST(PostForecastTest, AWriterThatWaitsForItsReadersIsFoundFromTheirDelivery) {
+  PostForecast f;
+  ClosedLoop loop;
+  int windows = 0, caught = 0;
+  for (int i = 0; i < 400; ++i) {
+    bool inside = false;
+    const std::optional<PostWindow> w = loop.Round(f, &inside);
+    if (i < 20) continue;
+    if (w) {
+      ++windows;
+      caught += inside;
+      EXPECT_LE(w->until_ns - w->wake_ns, kPostPollMaxNs);
+    }
+  }
+  EXPECT_GE(windows, 370) << "the delay after delivery is steady though the gaps are not";
+  EXPECT_GE(caught, windows * 9 / 10);
+}
+
+TEST(PostForecastTest, AWindowFromADeliveryOpensAfterIt) {
+  PostForecast f;
+  ClosedLoop loop;
+  bool inside = false;
+  for (int i = 0; i < 20; ++i) loop.Round(f, &inside);
+  // Between a post and its delivery nothing tells when the next comes (the
+  // gaps are too uneven).
+  f.Posted(loop.t);
+  EXPECT_FALSE(f.Next());
+  const uint64_t delivered = loop.t + kPace;
+  f.Delivered(delivered);
+  const std::optional<PostWindow> w = f.Next();
+  ASSERT_TRUE(w);
+  EXPECT_GT(w->wake_ns, delivered);
+  EXPECT_LT(w->wake_ns, delivered + loop.work);
+  EXPECT_GT(w->until_ns, delivered + loop.work);
+  // A later delivery (another host's ack) does not move it.
+  f.Delivered(delivered + kMs / 10);
+  EXPECT_EQ(f.Next()->wake_ns, w->wake_ns);
+}
+
+TEST(PostForecastTest, APostBeforeTheDeliveryStartsTheDelaysOver) {
+  PostForecast f;
+  ClosedLoop loop;
+  bool inside = false;
+  for (int i = 0; i < 20; ++i) loop.Round(f, &inside);
+  // The writer stops waiting: it posts again before the last version is delivered.
+  f.Posted(loop.t);
+  f.Posted(loop.t + kPace / 2);
+  f.Delivered(loop.t + kPace);
+  EXPECT_FALSE(f.Next()) << "no delay since it started over";
+}
+
 // StageAppliers over one area with a stage, in memory of its own: a writer
 // posting empty versions at a steady pace.
 class PostPollTest : public ::testing::Test {
