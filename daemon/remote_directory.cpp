@@ -19,17 +19,20 @@ void RemoteSync::SendHeartbeat(uint64_t now_ns) {
   hb.region_used_bytes = segment_->header.backing_used_bytes.load();
   hb.region_bytes = segment_->header.backing_bytes;
   const auto body = std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(&hb), sizeof(hb));
+  // Lazy: a peer reads it at its next look, well within kHostDownAfterNs,
+  // rather than being woken for it.
   if (cluster_.multicast) {
-    SendSmall(net::Destination::Group(kClusterGroup), wire::FrameType::kHeartbeat, 0, 0, 0, 0, 0, 0,
-              body);
+    SendSmall(net::Destination::Group(kClusterGroup).Lazy(), wire::FrameType::kHeartbeat, 0, 0, 0,
+              0, 0, 0, body);
   } else {
     for (uint16_t peer : membership_->peer_ids()) {
-      SendSmall(net::Destination::Host(peer), wire::FrameType::kHeartbeat, 0, 0, 0, 0, 0, 0, body);
+      SendSmall(net::Destination::Host(peer).Lazy(), wire::FrameType::kHeartbeat, 0, 0, 0, 0, 0, 0,
+                body);
     }
   }
 }
 
-void RemoteSync::SendDirectory(uint64_t now_ns) {
+void RemoteSync::SendDirectory(uint64_t now_ns, bool lazy) {
   std::vector<wire::DirectoryEntry> entries;
   for (uint32_t i = 0; i < kMaxAreas; ++i) {
     const AreaControl& a = segment_->areas[i];
@@ -74,9 +77,13 @@ void RemoteSync::SendDirectory(uint64_t now_ns) {
         reinterpret_cast<const uint8_t*>(entries.data() + first), count * sizeof(wire::DirectoryEntry));
     h.seq = static_cast<uint32_t>(f);
     if (cluster_.multicast) {
-      SendFrame(net::Destination::Group(kClusterGroup), h, body);
+      net::Destination to = net::Destination::Group(kClusterGroup);
+      SendFrame(lazy ? to.Lazy() : to, h, body);
     } else {
-      for (uint16_t peer : membership_->peer_ids()) SendFrame(net::Destination::Host(peer), h, body);
+      for (uint16_t peer : membership_->peer_ids()) {
+        net::Destination to = net::Destination::Host(peer);
+        SendFrame(lazy ? to.Lazy() : to, h, body);
+      }
     }
   }
 }

@@ -255,10 +255,11 @@ bool RemoteSync::Poll(uint64_t now_ns) {
   // needs the listing more often than a heartbeat: it goes with the
   // heartbeat, in the same wake (an idle 3-host memif cluster's daemons:
   // 1.65-8.3% of a core each with listings every 40 ms, 0.75-1.05% so).
-  const bool listing_due = AnyExportLive() ? now_ns >= next_directory_ns_ : heartbeat_due;
+  const bool export_live = AnyExportLive();
+  const bool listing_due = export_live ? now_ns >= next_directory_ns_ : heartbeat_due;
   if (listing_due || listing_changed) {
     listing_changes_sent_ = directory_->listing_changes();
-    SendDirectory(now_ns);
+    SendDirectory(now_ns, /*lazy=*/!listing_changed && !export_live);
     last_directory_ns_ = now_ns;
     next_directory_ns_ = now_ns + kDirectoryIntervalNs;
   }

@@ -184,7 +184,9 @@ class RemoteSync {
 
   // remote_directory.cpp
   void SendHeartbeat(uint64_t now_ns);
-  void SendDirectory(uint64_t now_ns);
+  // `lazy`: an unchanged listing nobody's staleness waits for (it goes
+  // with the heartbeat), sent without waking the peers (Destination::lazy).
+  void SendDirectory(uint64_t now_ns, bool lazy);
   // A heartbeat: the host is alive (admitting it said so) and uses this much region.
   void OnHeartbeat(const wire::Frame& f, uint16_t host);
   void OnDirectory(const wire::Frame& f, uint16_t host, uint64_t now_ns);

@@ -76,8 +76,10 @@ inline constexpr uint64_t kActiveSleepMaxWithRxWakeNs = 1'000'000;
 inline constexpr uint64_t kQuietSleepMaxWithRxWakeNs = kDeepIdleSleepMaxNs;
 // ... and after kDeepIdleAfterNs without replication traffic, until its own
 // next heartbeat or listing, at most this long: an idle 3-host memif cluster
-// woke each daemon about 300 times a second, mostly for nothing.
-inline constexpr uint64_t kLongIdleSleepMaxWithRxWakeNs = 40'000'000;
+// woke each daemon about 300 times a second, mostly for nothing. Peers'
+// heartbeats do not wake it (they are lazy): it reads them when it wakes
+// for its own, well within kHostDownAfterNs.
+inline constexpr uint64_t kLongIdleSleepMaxWithRxWakeNs = kHeartbeatIntervalNs;
 // Forecast posts (PostForecast): dsmd looks for a writer's next version
 // from shortly before it is due, so that the writer does not ring. The
 // forecast needs this many spans at one pace (gaps between posts, or delays

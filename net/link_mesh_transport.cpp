@@ -25,7 +25,8 @@ class LinkMeshTransport final : public Transport {
   LinkMeshTransport(std::vector<Port> ports, std::unique_ptr<LinkDoorbell> doorbell)
       : ports_(std::move(ports)),
         doorbell_(std::move(doorbell)),
-        rung_tx_frames_(ports_.size(), 0) {}
+        rung_tx_frames_(ports_.size(), 0),
+        awaited_(ports_.size(), false) {}
   ~LinkMeshTransport() override {
     // All links down first, then closed one by one: closing a memif port while
     // 22.11's interrupt thread still handles another link's disconnect crashed
@@ -60,6 +61,7 @@ class LinkMeshTransport final : public Transport {
     if (reserved_ == nullptr) return;
     CopyToOtherLinks(payload_bytes, [&](Transport& link, uint8_t*) { link.Commit(payload_bytes); });
     reserved_->Commit(payload_bytes);
+    NoteAwaited();
     reserved_ = nullptr;
   }
 
@@ -73,6 +75,7 @@ class LinkMeshTransport final : public Transport {
       link.CommitWithTail(copy, head_bytes, tail, hold);
     });
     reserved_->CommitWithTail(reserved, head_bytes, tail, hold);
+    NoteAwaited();
     reserved_ = nullptr;
   }
 
@@ -88,10 +91,12 @@ class LinkMeshTransport final : public Transport {
       sent += ports_[i].transport->Flush();
       if (!doorbell_) continue;
       // Frames went out on this link since the last ring (in this flush, or
-      // when a full queue flushed itself in Commit): wake its peer.
+      // when a full queue flushed itself in Commit), one of them not lazy:
+      // wake its peer.
       const uint64_t tx = ports_[i].transport->stats().tx_frames;
-      if (tx != rung_tx_frames_[i]) {
+      if (tx != rung_tx_frames_[i] && awaited_[i]) {
         rung_tx_frames_[i] = tx;
+        awaited_[i] = false;
         doorbell_->Ring(ports_[i].peer);
       }
     }
@@ -165,6 +170,14 @@ class LinkMeshTransport final : public Transport {
     }
   }
 
+  // The committed frame was not lazy: its link's peer is to be woken.
+  void NoteAwaited() {
+    if (reserved_dest_.lazy) return;
+    for (size_t i = 0; i < ports_.size(); ++i) {
+      if (reserved_dest_.multicast || ports_[i].transport.get() == reserved_) awaited_[i] = true;
+    }
+  }
+
   std::vector<Port> ports_;
   Transport* reserved_ = nullptr;
   Destination reserved_dest_;
@@ -173,6 +186,7 @@ class LinkMeshTransport final : public Transport {
   size_t next_poll_ = 0;
   std::unique_ptr<LinkDoorbell> doorbell_;  // null: the peers poll
   std::vector<uint64_t> rung_tx_frames_;    // per link: tx_frames at its last ring
+  std::vector<bool> awaited_;               // per link: a frame not lazy since then
   uint32_t quiet_polls_ = 0;
 };
 

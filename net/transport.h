@@ -36,11 +36,20 @@ struct Destination {
   // Goes ahead of the frames queued for the device without it (still after
   // those the device took, and after earlier urgent ones).
   bool urgent = false;
+  // Nobody waits for it (a heartbeat): where the transport wakes receivers
+  // itself (a link mesh's doorbell), it does not wake them for this frame;
+  // they find it when they next look.
+  bool lazy = false;
   static Destination Host(uint16_t id) { return {false, id, 0}; }
   static Destination Group(uint16_t g) { return {true, 0, g}; }
   Destination Urgent() const {
     Destination d = *this;
     d.urgent = true;
+    return d;
+  }
+  Destination Lazy() const {
+    Destination d = *this;
+    d.lazy = true;
     return d;
   }
 };

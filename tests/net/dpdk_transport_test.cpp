@@ -19,10 +19,12 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "net/link_mesh_transport.h"
 #include "net/transport.h"
 #include "net/udp_framing.h"
 #include "tests/net/checked_payload.h"
@@ -426,6 +428,53 @@ TEST(DpdkMemifTest, ServerAndClientExchangeJumboFrames) {
   EXPECT_NE(access(socket.c_str(), F_OK), 0) << "the memif server left its socket behind";
 }
 
+// Whether `fd` polls readable within `timeout_ms`.
+bool Readable(int fd, int timeout_ms) {
+  pollfd p{fd, POLLIN, 0};
+  return poll(&p, 1, timeout_ms) == 1 && (p.revents & POLLIN) != 0;
+}
+
+TEST(DpdkMemifTest, AMeshRingsItsPeerForFramesItWaitsForNotForLazyOnes) {
+  char dir_template[] = "/tmp/dsm-mesh-test-XXXXXX";
+  ASSERT_NE(mkdtemp(dir_template), nullptr);
+  const std::string dir = dir_template;
+  const std::string socket = dir + "/link-1-2.sock";
+  std::string error;
+  PortConfig ca = Config("", kHostA, kMacA, kIpA, 9000);
+  PortConfig cb = Config("", kHostB, kMacB, kIpB, 9000);
+  auto a = OpenLinkMeshTransport(ca, {{kHostB, "net_memif2,role=server,socket=" + socket}}, &error);
+  ASSERT_NE(a, nullptr) << error;
+  auto b = OpenLinkMeshTransport(cb, {{kHostA, "net_memif3,role=client,socket=" + socket}}, &error);
+  ASSERT_NE(b, nullptr) << error;
+  ASSERT_GE(b->rx_wake_fd(), 0) << "the mesh's doorbell";
+  ASSERT_TRUE(WaitUntilConnected(*a, *b, kHostB)) << "memif did not connect within 10 s";
+  Receive(*b, 1000, std::chrono::milliseconds(100));       // what connecting left, and its rings
+  b->Poll(64, [](std::span<const uint8_t>, uint16_t) {});  // quiet: the next poll drains rings
+  b->Poll(64, [](std::span<const uint8_t>, uint16_t) {});
+  ASSERT_FALSE(Readable(b->rx_wake_fd(), 0));
+
+  EXPECT_EQ(Send(*a, Destination::Host(kHostB).Lazy(), 100, 0, 3), 3u);
+  EXPECT_FALSE(Readable(b->rx_wake_fd(), 50)) << "lazy frames rang the doorbell";
+  ExpectInOrder(Receive(*b, 3), 0, 3, kHostA);
+
+  b->Poll(64, [](std::span<const uint8_t>, uint16_t) {});
+  EXPECT_EQ(Send(*a, Destination::Host(kHostB), 100, 3, 1), 1u);
+  EXPECT_TRUE(Readable(b->rx_wake_fd(), 1000)) << "a frame someone waits for must wake the peer";
+  ExpectInOrder(Receive(*b, 1), 3, 1, kHostA);
+
+  // Lazy frames first, then one waited for before a flush: one ring.
+  b->Poll(64, [](std::span<const uint8_t>, uint16_t) {});
+  b->Poll(64, [](std::span<const uint8_t>, uint16_t) {});
+  ASSERT_FALSE(Readable(b->rx_wake_fd(), 0));
+  EXPECT_EQ(Send(*a, Destination::Host(kHostB).Lazy(), 100, 4, 2), 2u);
+  EXPECT_EQ(Send(*a, Destination::Host(kHostB), 100, 6, 1), 1u);
+  EXPECT_TRUE(Readable(b->rx_wake_fd(), 1000));
+  ExpectInOrder(Receive(*b, 3), 4, 3, kHostA);
+  a.reset();
+  b.reset();
+  std::filesystem::remove_all(dir);
+}
+
 // ---- net_af_packet on a veth pair in a private network namespace -------------
 
 bool HaveIp() { return std::system("ip -V >/dev/null 2>&1") == 0; }
@@ -511,12 +560,6 @@ TEST_F(VethTest, AfPacketJumboMtu9000) {
   ASSERT_TRUE(a && b);
   EXPECT_EQ(a->max_payload_bytes(), 8972u);
   ExchangeBothWays(*a, *b, 8972, 2000);
-}
-
-// Whether `fd` polls readable within `timeout_ms`.
-bool Readable(int fd, int timeout_ms) {
-  pollfd p{fd, POLLIN, 0};
-  return poll(&p, 1, timeout_ms) == 1 && (p.revents & POLLIN) != 0;
 }
 
 // dsmd sleeps in its own epoll set and is woken by the af_packet socket.
