@@ -13,6 +13,7 @@
 #include <array>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -47,6 +48,20 @@ class DpdkTransport final : public Transport {
   TransportStats stats() const override { return stats_; }
   void Stop() override { port_->Stop(); }
 
+  // Commit and CommitWithTail, and the frame also goes out on each port of
+  // `also` (of this process, with the same own addresses: SendsSameFramesAs)
+  // as the same mbuf, one reference per port rather than a copy. A multicast
+  // frame of a link mesh. A tail is attached only if every port takes tails.
+  void CommitShared(size_t payload_bytes, std::span<DpdkTransport* const> also);
+  void CommitSharedWithTail(uint8_t* reserved, size_t head_bytes, std::span<const uint8_t> tail,
+                            TailHold* hold, std::span<DpdkTransport* const> also);
+  // Whether a multicast frame built here is, byte for byte, what `other`
+  // would build (own MAC, IPv4 and UDP port alike).
+  bool SendsSameFramesAs(const DpdkTransport& other) const;
+  // Whether frames may point at memory outside their mbuf (CommitWithTail);
+  // not on a memif zero-copy client, whose peer reads the mbufs themselves.
+  bool attaches_tails() const { return port_->tail_pool() != nullptr; }
+
   // What this transport listens as (the device's MAC when none was configured).
   const MacAddr& mac() const { return hosts_.mac(); }
   bool rx_interrupts() const { return port_->rx_interrupts(); }
@@ -57,7 +72,13 @@ class DpdkTransport final : public Transport {
   // TX (dpdk_transport_tx.cpp)
   // Commits the reserved mbuf with `payload_bytes` of payload, the last
   // tail->data_len of them in `tail` (chained after it) if given.
-  void CommitFrame(size_t payload_bytes, rte_mbuf* tail);
+  // It goes on the queue of each port of `also` too (CommitShared).
+  void CommitFrame(size_t payload_bytes, rte_mbuf* tail, std::span<DpdkTransport* const> also);
+  // The tail in an mbuf attached to `hold`'s memory, or nullptr where it is
+  // to be copied instead.
+  rte_mbuf* AttachTail(std::span<const uint8_t> tail, TailHold* hold);
+  // Queues a committed frame (or drops it, counted, past the backlog).
+  void Enqueue(rte_mbuf* m, bool urgent);
   size_t SendBurst(rte_mbuf** frames, uint16_t n);
   void WaitForPacer(uint64_t bits);
   // RX (dpdk_transport_rx.cpp)

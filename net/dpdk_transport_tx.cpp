@@ -55,26 +55,26 @@ uint8_t* DpdkTransport::Reserve(Destination dest) {
   return rte_pktmbuf_mtod(reserved_, uint8_t*) + kFrameHeaderBytes;
 }
 
-void DpdkTransport::Commit(size_t payload_bytes) { CommitFrame(payload_bytes, nullptr); }
+void DpdkTransport::Commit(size_t payload_bytes) { CommitFrame(payload_bytes, nullptr, {}); }
+
+void DpdkTransport::CommitShared(size_t payload_bytes, std::span<DpdkTransport* const> also) {
+  CommitFrame(payload_bytes, nullptr, also);
+}
 
 std::unique_ptr<TailHold> DpdkTransport::NewTailHold() {
   if (port_->tail_pool() == nullptr) return nullptr;
   return std::make_unique<DpdkTailHold>();
 }
 
-void DpdkTransport::CommitWithTail(uint8_t* reserved, size_t head_bytes,
-                                   std::span<const uint8_t> tail, TailHold* hold) {
+rte_mbuf* DpdkTransport::AttachTail(std::span<const uint8_t> tail, TailHold* hold) {
   auto* dpdk_hold = dynamic_cast<DpdkTailHold*>(hold);
-  rte_mbuf* t = nullptr;
-  if (dpdk_hold != nullptr && reserved_ != nullptr && port_->tail_pool() != nullptr &&
-      tail.size() >= kMinTailBytes && tail.size() <= max_payload_bytes_ &&
-      dpdk_hold->frames_in_use() < DpdkTailHold::kMaxFrames) {
-    t = rte_pktmbuf_alloc(port_->tail_pool());
+  if (dpdk_hold == nullptr || reserved_ == nullptr || port_->tail_pool() == nullptr ||
+      tail.size() < kMinTailBytes || tail.size() > max_payload_bytes_ ||
+      dpdk_hold->frames_in_use() >= DpdkTailHold::kMaxFrames) {
+    return nullptr;
   }
-  if (t == nullptr) {
-    Transport::CommitWithTail(reserved, head_bytes, tail, hold);  // a copy, as any frame
-    return;
-  }
+  rte_mbuf* t = rte_pktmbuf_alloc(port_->tail_pool());
+  if (t == nullptr) return nullptr;
   // The device reads the tail where it is; the hold counts the frame until
   // the device frees its mbuf (for the devices we attach to: as it sends it).
   auto* addr = const_cast<uint8_t*>(tail.data());
@@ -84,7 +84,36 @@ void DpdkTransport::CommitWithTail(uint8_t* reserved, size_t head_bytes,
   ++stats_.tx_tail_frames;
   t->data_len = static_cast<uint16_t>(tail.size());
   t->pkt_len = t->data_len;
-  CommitFrame(head_bytes + tail.size(), t);
+  return t;
+}
+
+void DpdkTransport::CommitWithTail(uint8_t* reserved, size_t head_bytes,
+                                   std::span<const uint8_t> tail, TailHold* hold) {
+  rte_mbuf* t = AttachTail(tail, hold);
+  if (t == nullptr) {
+    Transport::CommitWithTail(reserved, head_bytes, tail, hold);  // a copy, as any frame
+    return;
+  }
+  CommitFrame(head_bytes + tail.size(), t, {});
+}
+
+void DpdkTransport::CommitSharedWithTail(uint8_t* reserved, size_t head_bytes,
+                                         std::span<const uint8_t> tail, TailHold* hold,
+                                         std::span<DpdkTransport* const> also) {
+  const bool attach = std::all_of(also.begin(), also.end(),
+                                  [](const DpdkTransport* t) { return t->attaches_tails(); });
+  rte_mbuf* t = attach ? AttachTail(tail, hold) : nullptr;
+  if (t == nullptr && reserved != nullptr) {
+    // Copied once, into the frame every port sends.
+    const size_t room = max_payload_bytes_ - std::min(head_bytes, max_payload_bytes_);
+    std::memcpy(reserved + head_bytes, tail.data(), std::min(tail.size(), room));
+  }
+  CommitFrame(head_bytes + tail.size(), t, also);  // oversized: dropped and counted
+}
+
+bool DpdkTransport::SendsSameFramesAs(const DpdkTransport& other) const {
+  return hosts_.mac() == other.hosts_.mac() && hosts_.ipv4() == other.hosts_.ipv4() &&
+         udp_port_ == other.udp_port_;
 }
 
 size_t DpdkTransport::DropTails(TailHold* hold) {
@@ -104,7 +133,8 @@ size_t DpdkTransport::DropTails(TailHold* hold) {
   return dropped;
 }
 
-void DpdkTransport::CommitFrame(size_t payload_bytes, rte_mbuf* tail) {
+void DpdkTransport::CommitFrame(size_t payload_bytes, rte_mbuf* tail,
+                                std::span<DpdkTransport* const> also) {
   rte_mbuf* m = reserved_;
   if (m == nullptr) return;  // nothing reserved (Reserve failed and counted it)
   reserved_ = nullptr;
@@ -114,6 +144,7 @@ void DpdkTransport::CommitFrame(size_t payload_bytes, rte_mbuf* tail) {
     rte_pktmbuf_free(m);
     if (tail != nullptr) rte_pktmbuf_free(tail);
     ++stats_.tx_dropped;
+    for (DpdkTransport* t : also) ++t->stats_.tx_dropped;
     return;
   }
   uint8_t* frame = rte_pktmbuf_mtod(m, uint8_t*);
@@ -132,13 +163,20 @@ void DpdkTransport::CommitFrame(size_t payload_bytes, rte_mbuf* tail) {
     m->next = tail;
     m->nb_segs = 2;
   }
+  // Every port's reference is taken before any port may send (and free) it.
+  if (!also.empty()) rte_pktmbuf_refcnt_update(m, static_cast<int16_t>(also.size()));
+  Enqueue(m, reserved_dest_.urgent);
+  for (DpdkTransport* t : also) t->Enqueue(m, reserved_dest_.urgent);
+}
+
+void DpdkTransport::Enqueue(rte_mbuf* m, bool urgent) {
   if (tx_queue_.size() >= kMaxQueuedTxFrames) Flush();
   if (tx_queue_.size() >= kMaxTxBacklogFrames) {
     rte_pktmbuf_free(m);  // kMaxTxBacklogFrames already wait for the device
     ++stats_.tx_dropped;
     return;
   }
-  if (reserved_dest_.urgent) {
+  if (urgent) {
     tx_queue_.insert(tx_queue_.begin() + static_cast<std::ptrdiff_t>(urgent_queued_++), m);
   } else {
     tx_queue_.push_back(m);

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "net/device_args.h"
+#include "net/dpdk_transport.h"
 #include "net/link_doorbell.h"
 #include "net/tuning.h"
 
@@ -20,13 +21,25 @@ class LinkMeshTransport final : public Transport {
  public:
   struct Port {
     uint16_t peer;
-    std::unique_ptr<Transport> transport;
+    std::unique_ptr<DpdkTransport> transport;
   };
   LinkMeshTransport(std::vector<Port> ports, std::unique_ptr<LinkDoorbell> doorbell)
       : ports_(std::move(ports)),
         doorbell_(std::move(doorbell)),
         rung_tx_frames_(ports_.size(), 0),
-        awaited_(ports_.size(), false) {}
+        awaited_(ports_.size(), false) {
+    // A multicast frame is the same bytes on every link when the links share
+    // the host's addresses (as a cluster file makes them): one mbuf then goes
+    // out on all of them.
+    for (size_t i = 1; i < ports_.size(); ++i) {
+      if (ports_[i].transport->SendsSameFramesAs(*ports_.front().transport)) {
+        share_with_.push_back(ports_[i].transport.get());
+      } else {
+        share_with_.clear();
+        break;
+      }
+    }
+  }
   ~LinkMeshTransport() override {
     // All links down first, then closed one by one: closing a memif port while
     // 22.11's interrupt thread still handles another link's disconnect crashed
@@ -59,6 +72,12 @@ class LinkMeshTransport final : public Transport {
 
   void Commit(size_t payload_bytes) override {
     if (reserved_ == nullptr) return;
+    if (Shared()) {
+      ports_.front().transport->CommitShared(payload_bytes, share_with_);
+      NoteAwaited();
+      reserved_ = nullptr;
+      return;
+    }
     CopyToOtherLinks(payload_bytes, [&](Transport& link, uint8_t*) { link.Commit(payload_bytes); });
     reserved_->Commit(payload_bytes);
     NoteAwaited();
@@ -71,6 +90,12 @@ class LinkMeshTransport final : public Transport {
   void CommitWithTail(uint8_t* reserved, size_t head_bytes, std::span<const uint8_t> tail,
                       TailHold* hold) override {
     if (reserved_ == nullptr) return;
+    if (Shared()) {
+      ports_.front().transport->CommitSharedWithTail(reserved, head_bytes, tail, hold, share_with_);
+      NoteAwaited();
+      reserved_ = nullptr;
+      return;
+    }
     CopyToOtherLinks(head_bytes, [&](Transport& link, uint8_t* copy) {
       link.CommitWithTail(copy, head_bytes, tail, hold);
     });
@@ -157,6 +182,11 @@ class LinkMeshTransport final : public Transport {
   }
 
  private:
+  // The reserved frame is multicast and goes out as one mbuf on every link.
+  bool Shared() const {
+    return reserved_dest_.multicast && share_with_.size() + 1 == ports_.size();
+  }
+
   // A multicast frame is built in the first link's buffer: its first `bytes`
   // go to every other link's, which `commit(link, copy)` then sends.
   template <typename CommitFn>
@@ -179,6 +209,7 @@ class LinkMeshTransport final : public Transport {
   }
 
   std::vector<Port> ports_;
+  std::vector<DpdkTransport*> share_with_;  // links 1.. when frames can be shared, else empty
   Transport* reserved_ = nullptr;
   Destination reserved_dest_;
   uint8_t* reserved_payload_ = nullptr;
@@ -240,7 +271,7 @@ std::unique_ptr<Transport> OpenLinkMeshTransport(const PortConfig& base,
     c.peers = {*peer};  // a link carries its peer's frames only
     c.ports_in_process = static_cast<uint32_t>(links.size());
     std::string why;
-    std::unique_ptr<Transport> t = OpenDpdkTransport(c, &why);
+    std::unique_ptr<DpdkTransport> t = DpdkTransport::Open(c, &why);
     if (!t) {
       *error = "link to host " + std::to_string(link.peer) + ": " + why;
       return nullptr;

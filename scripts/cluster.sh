@@ -336,7 +336,7 @@ memif_links_toml() {
 }
 
 write_cluster_toml() {
-  # memif meshes too: the link mesh copies a group frame to every link, so a
+  # memif meshes too: the link mesh sends a group frame on every link, so a
   # version is framed once for all its readers.
   local f=$DIR/cluster.toml tmp h multicast=true
   tmp=$(mktemp "$DIR/.cluster.toml.XXXXXX")

@@ -475,6 +475,64 @@ TEST(DpdkMemifTest, AMeshRingsItsPeerForFramesItWaitsForNotForLazyOnes) {
   std::filesystem::remove_all(dir);
 }
 
+TEST(DpdkMemifTest, AMeshSendsEachMulticastFrameAsOneMbufOnEveryLink) {
+  char dir_template[] = "/tmp/dsm-mesh-test-XXXXXX";
+  ASSERT_NE(mkdtemp(dir_template), nullptr);
+  const std::string dir = dir_template;
+  constexpr uint16_t kHostC = 3;
+  constexpr MacAddr kMacC = {0x02, 0x64, 0x73, 0x6d, 0x00, 0x03};
+  constexpr uint32_t kIpC = 0xc6120103;
+  const Peer peer_c{kHostC, kMacC, kIpC};
+  PortConfig ca = Config("", kHostA, kMacA, kIpA, 9000);
+  PortConfig cb = Config("", kHostB, kMacB, kIpB, 9000);
+  PortConfig cc = Config("", kHostC, kMacC, kIpC, 9000);
+  for (PortConfig* c : {&ca, &cb, &cc}) c->peers.push_back(peer_c);
+  std::string error;
+  auto a = OpenLinkMeshTransport(ca,
+                                 {{kHostB, "net_memif4,role=server,socket=" + dir + "/ab.sock"},
+                                  {kHostC, "net_memif5,role=server,socket=" + dir + "/ac.sock"}},
+                                 &error);
+  ASSERT_NE(a, nullptr) << error;
+  auto b = OpenLinkMeshTransport(
+      cb, {{kHostA, "net_memif6,role=client,socket=" + dir + "/ab.sock"}}, &error);
+  ASSERT_NE(b, nullptr) << error;
+  auto c = OpenLinkMeshTransport(
+      cc, {{kHostA, "net_memif7,role=client,socket=" + dir + "/ac.sock"}}, &error);
+  ASSERT_NE(c, nullptr) << error;
+  ASSERT_TRUE(WaitUntilConnected(*a, *b, kHostB) && WaitUntilConnected(*a, *c, kHostC));
+  Receive(*b, 1000, std::chrono::milliseconds(100));  // what connecting left
+  Receive(*c, 1000, std::chrono::milliseconds(100));
+
+  // Heads and tails: each frame is built once, its tail attached once, and
+  // both links send that one mbuf chain.
+  std::unique_ptr<TailHold> hold = a->NewTailHold();
+  ASSERT_NE(hold, nullptr);
+  const TransportStats before = a->stats();
+  std::vector<std::vector<uint8_t>> source(300);
+  SendWithTails(*a, Destination::Group(kGroup), source, 8972, 0, hold.get());
+  EXPECT_EQ(hold->frames_in_use(), 300u) << "one reference per frame, however many links";
+  EXPECT_EQ(a->Flush(), 600u);
+  EXPECT_EQ(hold->frames_in_use(), 0u) << "memif copied every frame out on both links";
+  Scribble(source);
+  ExpectInOrder(Receive(*b, 300), 0, 300, kHostA);
+  ExpectInOrder(Receive(*c, 300), 0, 300, kHostA);
+  const TransportStats after = a->stats();
+  EXPECT_EQ(after.tx_tail_frames - before.tx_tail_frames, 300u);
+  EXPECT_EQ(after.tx_frames - before.tx_frames, 600u);
+
+  // Whole frames the same way; unicast still reaches its own link only.
+  EXPECT_EQ(Send(*a, Destination::Group(kGroup), 1000, 300, 200), 400u);
+  ExpectInOrder(Receive(*b, 200), 300, 200, kHostA);
+  ExpectInOrder(Receive(*c, 200), 300, 200, kHostA);
+  EXPECT_EQ(Send(*a, Destination::Host(kHostC), 1000, 500, 10), 10u);
+  ExpectInOrder(Receive(*c, 10), 500, 10, kHostA);
+  EXPECT_TRUE(Receive(*b, 1, std::chrono::milliseconds(100)).seqs.empty());
+  a.reset();
+  b.reset();
+  c.reset();
+  std::filesystem::remove_all(dir);
+}
+
 // ---- net_af_packet on a veth pair in a private network namespace -------------
 
 bool HaveIp() { return std::system("ip -V >/dev/null 2>&1") == 0; }
