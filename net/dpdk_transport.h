@@ -58,8 +58,8 @@ class DpdkTransport final : public Transport {
   // Whether a multicast frame built here is, byte for byte, what `other`
   // would build (own MAC, IPv4 and UDP port alike).
   bool SendsSameFramesAs(const DpdkTransport& other) const;
-  // Whether frames may point at memory outside their mbuf (CommitWithTail);
-  // not on a memif zero-copy client, whose peer reads the mbufs themselves.
+  // Whether frames may point at memory outside their mbuf (CommitWithTail):
+  // only on devices that copy a frame out as they send it (dpdk_port.cpp).
   bool attaches_tails() const { return port_->tail_pool() != nullptr; }
 
   // What this transport listens as (the device's MAC when none was configured).
